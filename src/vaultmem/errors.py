@@ -1,0 +1,55 @@
+"""The named errors vaultmem reports to users.
+
+Library code raises these; the CLI turns each into one plain line on stderr (with the next step)
+and a meaningful exit code, so expected failures never show a traceback.
+"""
+
+from __future__ import annotations
+
+
+class VaultmemError(Exception):
+    """Base class for errors vaultmem reports to the user."""
+
+    exit_code = 1
+
+
+class ConfigError(VaultmemError):
+    """A setting has a value vaultmem cannot use."""
+
+    exit_code = 2
+
+
+class NotAGitRepo(VaultmemError):
+    """The vault path is not inside a git repository."""
+
+    exit_code = 3
+
+
+class DatabaseUnavailable(VaultmemError):
+    """The database cannot be reached or started."""
+
+    exit_code = 4
+
+
+class SchemaError(VaultmemError):
+    """The database schema is missing or newer than this vaultmem understands."""
+
+    exit_code = 5
+
+
+class EmbeddingError(VaultmemError):
+    """The embedding provider failed in a way retrying will not fix (or retries ran out)."""
+
+    exit_code = 6
+
+
+class GitError(VaultmemError):
+    """A git command failed."""
+
+    exit_code = 7
+
+
+class DriftDetected(VaultmemError):
+    """`verify` found the index differs from the committed notes."""
+
+    exit_code = 8

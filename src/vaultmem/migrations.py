@@ -1,0 +1,50 @@
+"""Schema upgrades as plain functions, applied in order before schema.sql.
+
+Version 1 is the reference design vaultmem grew from: `memory_primary` keyed by a path `id` with
+one 1,536-dimension vector per file, and `memory_secure_audit(id, source, risk, updated_at)`.
+A database in that shape (or any later version) is upgraded in place without losing rows: tables
+whose layout changed are kept under a `legacy_` name, never dropped. The index itself is derived
+state and is rebuilt from git by the next ingest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+
+
+def _columns(conn: psycopg.Connection, table: str) -> set[str]:
+    rows = conn.execute(
+        "SELECT column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND table_name = %s",
+        (table,),
+    ).fetchall()
+    return {r["column_name"] if isinstance(r, dict) else r[0] for r in rows}
+
+
+def m002_vaults_and_chunks(conn: psycopg.Connection) -> None:
+    """Move reference-design tables aside so the multi-vault, per-chunk layout can be created."""
+    for table in ("memory_primary", "memory_secure_audit"):
+        cols = _columns(conn, table)
+        if cols and "vault_id" not in cols:
+            conn.execute(f"ALTER TABLE {table} RENAME TO legacy_{table}")
+            # Index names are global; free them for schema.sql.
+            for row in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = %s", (f"legacy_{table}",)
+            ).fetchall():
+                name = row["indexname"] if isinstance(row, dict) else row[0]
+                if not name.startswith("legacy_"):
+                    conn.execute(f'ALTER INDEX "{name}" RENAME TO "legacy_{name}"')
+
+
+Migration = Callable[[psycopg.Connection], None]
+
+# (version, step): step upgrades a database at version-1 to version. Version 1 (the reference
+# design) has no step: it is what an unversioned database with those tables is.
+MIGRATIONS: list[tuple[int, Migration]] = [
+    (1, lambda conn: None),
+    (2, m002_vaults_and_chunks),
+]
+
+CURRENT_VERSION = MIGRATIONS[-1][0]

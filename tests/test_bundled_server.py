@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
+import pytest
 from click.testing import CliRunner
 
 from vaultmem import server
@@ -30,8 +34,17 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_bundled_server_starts_serves_pgvector_and_stops(tmp_path: Path, monkeypatch) -> None:
-    home = tmp_path / "home"
+@pytest.fixture
+def home() -> Iterator[Path]:
+    """A private vaultmem home outside pytest's 0700 tmp tree (the server runs as another user)."""
+    d = Path(tempfile.mkdtemp(prefix="vaultmem-home-"))
+    d.chmod(0o755)
+    yield d / "home"
+    server.stop(d / "home")
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_bundled_server_starts_serves_pgvector_and_stops(home: Path, monkeypatch) -> None:
     monkeypatch.setenv("VAULTMEM_HOME", str(home))
     runner = CliRunner()
     result = runner.invoke(cli, ["db", "start"])
@@ -50,14 +63,17 @@ def test_bundled_server_starts_serves_pgvector_and_stops(tmp_path: Path, monkeyp
     assert runner.invoke(cli, ["db", "status"]).exit_code == 1
 
 
-def test_a_sigkilled_owner_does_not_leave_an_unstoppable_server(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+def test_a_sigkilled_owner_does_not_leave_an_unstoppable_server(home: Path) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from vaultmem import server; "
-         "server.start(__import__('pathlib').Path(sys.argv[1])); print('up', flush=True); time.sleep(120)",
-         str(home)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from vaultmem import server; "
+            "server.start(__import__('pathlib').Path(sys.argv[1])); print('up', flush=True); time.sleep(120)",
+            str(home),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert holder.stdout is not None
     assert holder.stdout.readline().strip() == "up"

@@ -121,9 +121,12 @@ def test_reference_design_schema_is_upgraded_without_losing_rows(db_url: str) ->
         assert db.schema_version(c) == db.SCHEMA_VERSION
         assert c.execute("SELECT content FROM legacy_memory_primary").fetchone()["content"] == "old"
         assert c.execute("SELECT risk FROM legacy_memory_secure_audit").fetchone()["risk"] == "x"
-        cols = {r["column_name"] for r in c.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'memory_primary'"
-        ).fetchall()}
+        cols = {
+            r["column_name"]
+            for r in c.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'memory_primary'"
+            ).fetchall()
+        }
         assert {"vault_id", "chunk_index", "embedding", "lexemes"} <= cols
         assert db.apply_schema(c) == []
 
@@ -145,7 +148,7 @@ def test_packaged_schema_is_the_top_level_file() -> None:
 
 def test_docker_compose_runs_pgvector_with_the_same_schema_file() -> None:
     spec = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    (name, svc), = spec["services"].items()
+    ((name, svc),) = spec["services"].items()
     assert svc["image"].startswith("pgvector/pgvector:")
     assert all(str(p).startswith("127.0.0.1:") for p in svc["ports"])
     assert "healthcheck" in svc and "pg_isready" in " ".join(svc["healthcheck"]["test"])
@@ -178,7 +181,8 @@ def test_settings_env_overrides_dotenv_and_secrets_are_redacted(tmp_path: Path) 
 
 def test_unreachable_database_is_one_line_with_the_next_step(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv(
-        "VAULTMEM_DATABASE_URL", f"postgresql://u:hunter2@/x?host={tmp_path}&port=1&connect_timeout=2"
+        "VAULTMEM_DATABASE_URL",
+        f"postgresql://u:hunter2@/x?host={tmp_path}&port=1&connect_timeout=2",
     )
     code, out, err = run("status")
     assert code == 4

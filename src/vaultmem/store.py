@@ -1,0 +1,347 @@
+"""Index writes and reads for one vault: notes, chunks, quarantine, skips, watermark, backlog.
+
+Every function takes an open connection and leaves transaction control to the caller, so the
+ingester can make one file's change (remove from search + record in the audit table, or replace
+a note's chunks) atomic. SQL lives here and nowhere else in the write path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from .lexical import lexeme_text
+from .markdown import Note
+from .policy import Finding
+
+
+@dataclass(frozen=True)
+class IndexState:
+    watermark: str | None
+    model_id: str | None
+    rebuild_target: str | None
+    rebuild_started_at: Any
+    last_run: dict[str, Any] | None
+
+
+def state(conn: psycopg.Connection, vault_id: int) -> IndexState:
+    row = conn.execute(
+        "SELECT watermark, model_id, rebuild_target, rebuild_started_at, last_run"
+        " FROM index_state WHERE vault_id = %s",
+        (vault_id,),
+    ).fetchone()
+    if row is None:
+        return IndexState(None, None, None, None, None)
+    return IndexState(
+        row["watermark"],
+        row["model_id"],
+        row["rebuild_target"],
+        row["rebuild_started_at"],
+        row["last_run"],
+    )
+
+
+def set_watermark(conn: psycopg.Connection, vault_id: int, commit: str) -> None:
+    conn.execute(
+        "UPDATE index_state SET watermark = %s, watermark_at = now(), updated_at = now()"
+        " WHERE vault_id = %s",
+        (commit, vault_id),
+    )
+
+
+def set_model(conn: psycopg.Connection, vault_id: int, model_id: str) -> None:
+    conn.execute(
+        "UPDATE index_state SET model_id = %s, updated_at = now() WHERE vault_id = %s",
+        (model_id, vault_id),
+    )
+
+
+def set_last_run(conn: psycopg.Connection, vault_id: int, outcome: dict[str, Any]) -> None:
+    conn.execute(
+        "UPDATE index_state SET last_run = %s, updated_at = now() WHERE vault_id = %s",
+        (json.dumps(outcome, default=str), vault_id),
+    )
+
+
+def start_rebuild(conn: psycopg.Connection, vault_id: int, target: str) -> Any:
+    """Record a rebuild towards `target`; an unfinished one for the same target is resumed."""
+    row = conn.execute(
+        """
+        UPDATE index_state SET
+            rebuild_started_at = CASE WHEN rebuild_target = %(t)s AND rebuild_started_at IS NOT NULL
+                                      THEN rebuild_started_at ELSE now() END,
+            rebuild_target = %(t)s
+        WHERE vault_id = %(v)s RETURNING rebuild_started_at
+        """,
+        {"t": target, "v": vault_id},
+    ).fetchone()
+    return row["rebuild_started_at"] if row else None
+
+
+def finish_rebuild(conn: psycopg.Connection, vault_id: int) -> None:
+    conn.execute(
+        "UPDATE index_state SET rebuild_target = NULL, rebuild_started_at = NULL WHERE vault_id = %s",
+        (vault_id,),
+    )
+
+
+def known_paths(conn: psycopg.Connection, vault_id: int) -> dict[str, tuple[str, str | None]]:
+    """Every path the index holds for the vault -> (table kind, blob sha)."""
+    rows = conn.execute(
+        """
+        SELECT path, 'note' AS kind, blob_sha FROM memory_notes WHERE vault_id = %(v)s
+        UNION ALL SELECT path, 'quarantined', blob_sha FROM memory_secure_audit WHERE vault_id = %(v)s
+        UNION ALL SELECT path, 'skipped', blob_sha FROM memory_skipped WHERE vault_id = %(v)s
+        """,
+        {"v": vault_id},
+    ).fetchall()
+    out: dict[str, tuple[str, str | None]] = {}
+    for r in rows:
+        out[r["path"]] = (r["kind"], r["blob_sha"])
+    return out
+
+
+def paths_done_since(conn: psycopg.Connection, vault_id: int, since: Any) -> set[str]:
+    """Paths (re)written at or after `since`: the finished part of an interrupted rebuild."""
+    rows = conn.execute(
+        """
+        SELECT path FROM memory_notes WHERE vault_id = %(v)s AND indexed_at >= %(s)s
+        UNION SELECT path FROM memory_secure_audit WHERE vault_id = %(v)s AND updated_at >= %(s)s
+        UNION SELECT path FROM memory_skipped WHERE vault_id = %(v)s AND skipped_at >= %(s)s
+        """,
+        {"v": vault_id, "s": since},
+    ).fetchall()
+    return {r["path"] for r in rows}
+
+
+def delete_path(conn: psycopg.Connection, vault_id: int, path: str) -> int:
+    """Remove a path from every derived table (chunks go with their note). Returns rows removed."""
+    n = 0
+    for table in ("memory_notes", "memory_secure_audit", "memory_skipped"):
+        cur = conn.execute(
+            f"DELETE FROM {table} WHERE vault_id = %s AND path = %s", (vault_id, path)
+        )
+        n += cur.rowcount
+    return n
+
+
+def carry_rename(conn: psycopg.Connection, vault_id: int, old: str, new: str) -> None:
+    """A renamed file keeps its review decision and its quarantine history."""
+    conn.execute(
+        "DELETE FROM audit_allow WHERE vault_id = %s AND path = %s AND %s <> %s",
+        (vault_id, new, old, new),
+    )
+    conn.execute(
+        "UPDATE audit_allow SET path = %s WHERE vault_id = %s AND path = %s", (new, vault_id, old)
+    )
+    conn.execute(
+        "DELETE FROM memory_secure_audit WHERE vault_id = %s AND path = %s AND %s <> %s",
+        (vault_id, new, old, new),
+    )
+    conn.execute(
+        "UPDATE memory_secure_audit SET path = %s WHERE vault_id = %s AND path = %s",
+        (new, vault_id, old),
+    )
+
+
+def is_allowed(conn: psycopg.Connection, vault_id: int, path: str, blob: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM audit_allow WHERE vault_id = %s AND path = %s AND blob_sha = %s",
+        (vault_id, path, blob),
+    ).fetchone()
+    return row is not None
+
+
+def quarantine(
+    conn: psycopg.Connection, vault_id: int, path: str, blob: str, findings: Sequence[Finding]
+) -> None:
+    """Take a file out of search and record why. Stores rule ids and line numbers, never text."""
+    conn.execute("DELETE FROM memory_notes WHERE vault_id = %s AND path = %s", (vault_id, path))
+    conn.execute("DELETE FROM memory_skipped WHERE vault_id = %s AND path = %s", (vault_id, path))
+    categories = sorted({f.category for f in findings})
+    risk = "secret" if "secret" in categories else categories[0] if categories else "sensitive"
+    details = [{"rule": f.rule_id, "category": f.category, "line": f.line} for f in findings]
+    conn.execute(
+        """
+        INSERT INTO memory_secure_audit
+            (vault_id, path, blob_sha, risk, rule_ids, line_numbers, findings)
+        VALUES (%s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT (vault_id, path) DO UPDATE SET
+            blob_sha = EXCLUDED.blob_sha, risk = EXCLUDED.risk, rule_ids = EXCLUDED.rule_ids,
+            line_numbers = EXCLUDED.line_numbers, findings = EXCLUDED.findings, updated_at = now()
+        """,
+        (
+            vault_id,
+            path,
+            blob,
+            risk,
+            sorted({f.rule_id for f in findings}),
+            sorted({f.line for f in findings}),
+            json.dumps(details),
+        ),
+    )
+
+
+def mark_skipped(
+    conn: psycopg.Connection, vault_id: int, path: str, blob: str | None, reason: str
+) -> None:
+    conn.execute("DELETE FROM memory_notes WHERE vault_id = %s AND path = %s", (vault_id, path))
+    conn.execute(
+        "DELETE FROM memory_secure_audit WHERE vault_id = %s AND path = %s", (vault_id, path)
+    )
+    conn.execute(
+        """
+        INSERT INTO memory_skipped (vault_id, path, blob_sha, reason) VALUES (%s, %s, %s, %s)
+        ON CONFLICT (vault_id, path) DO UPDATE SET
+            blob_sha = EXCLUDED.blob_sha, reason = EXCLUDED.reason, skipped_at = now()
+        """,
+        (vault_id, path, blob, reason),
+    )
+
+
+def upsert_note(
+    conn: psycopg.Connection, vault_id: int, note: Note, blob: str, commit: str
+) -> tuple[bool, int]:
+    """Write a note and replace its chunks. Returns (was it new, number of chunks)."""
+    conn.execute(
+        "DELETE FROM memory_secure_audit WHERE vault_id = %s AND path = %s", (vault_id, note.path)
+    )
+    conn.execute(
+        "DELETE FROM memory_skipped WHERE vault_id = %s AND path = %s", (vault_id, note.path)
+    )
+    row = conn.execute(
+        """
+        INSERT INTO memory_notes
+            (vault_id, path, blob_sha, commit_sha, title, tags, front_matter, warnings)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT (vault_id, path) DO UPDATE SET
+            blob_sha = EXCLUDED.blob_sha, commit_sha = EXCLUDED.commit_sha, title = EXCLUDED.title,
+            tags = EXCLUDED.tags, front_matter = EXCLUDED.front_matter,
+            warnings = EXCLUDED.warnings, indexed_at = now()
+        RETURNING (xmax = 0) AS inserted
+        """,
+        (
+            vault_id,
+            note.path,
+            blob,
+            commit,
+            note.title,
+            list(note.tags),
+            json.dumps(note.front_matter, ensure_ascii=False),
+            list(note.warnings),
+        ),
+    ).fetchone()
+    conn.execute(
+        "DELETE FROM memory_primary WHERE vault_id = %s AND path = %s", (vault_id, note.path)
+    )
+    if note.chunks:
+        with conn.cursor() as cur:
+            cur.executemany(
+                """
+                INSERT INTO memory_primary
+                    (vault_id, path, chunk_index, heading, content, content_hash, lexemes)
+                VALUES (%s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))
+                """,
+                [
+                    (
+                        vault_id,
+                        note.path,
+                        c.index,
+                        c.heading,
+                        c.text,
+                        c.content_hash,
+                        lexeme_text(f"{note.title}\n{c.heading}\n{c.text}"),
+                    )
+                    for c in note.chunks
+                ],
+            )
+    return bool(row and row["inserted"]), len(note.chunks)
+
+
+def fill_from_cache(
+    conn: psycopg.Connection, vault_id: int, model_id: str, paths: Iterable[str] | None = None
+) -> int:
+    """Give chunks whose content is already embedded (by this model) their vector. No model call."""
+    params: dict[str, Any] = {"v": vault_id, "m": model_id}
+    where = ""
+    if paths is not None:
+        params["paths"] = list(paths)
+        where = " AND p.path = ANY(%(paths)s)"
+    cur = conn.execute(
+        f"""
+        UPDATE memory_primary p SET embedding = c.embedding, model_id = c.model_id,
+               updated_at = now()
+          FROM embedding_cache c
+         WHERE p.vault_id = %(v)s AND c.model_id = %(m)s AND c.content_hash = p.content_hash
+           AND (p.embedding IS NULL OR p.model_id IS DISTINCT FROM %(m)s){where}
+        """,
+        params,
+    )
+    return cur.rowcount
+
+
+def backlog_batch(
+    conn: psycopg.Connection, vault_id: int, model_id: str, limit: int
+) -> list[tuple[str, str]]:
+    """Distinct (content_hash, text) still lacking a vector from `model_id`."""
+    rows = conn.execute(
+        """
+        SELECT DISTINCT ON (content_hash) content_hash, content FROM memory_primary
+         WHERE vault_id = %s AND (embedding IS NULL OR model_id IS DISTINCT FROM %s)
+         ORDER BY content_hash LIMIT %s
+        """,
+        (vault_id, model_id, limit),
+    ).fetchall()
+    return [(r["content_hash"], r["content"]) for r in rows]
+
+
+def backlog_size(conn: psycopg.Connection, vault_id: int, model_id: str | None) -> int:
+    row = conn.execute(
+        "SELECT count(*) AS n FROM memory_primary WHERE vault_id = %s"
+        " AND (embedding IS NULL OR model_id IS DISTINCT FROM %s)",
+        (vault_id, model_id),
+    ).fetchone()
+    return int(row["n"]) if row else 0
+
+
+def store_embeddings(
+    conn: psycopg.Connection,
+    vault_id: int,
+    model_id: str,
+    hashes: Sequence[str],
+    vectors: np.ndarray,
+) -> int:
+    """Cache vectors by content and hand them to every chunk with that content."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO embedding_cache (model_id, content_hash, embedding) VALUES (%s, %s, %s)"
+            " ON CONFLICT (model_id, content_hash) DO NOTHING",
+            [
+                (model_id, h, np.asarray(v, dtype=np.float32))
+                for h, v in zip(hashes, vectors, strict=True)
+            ],
+        )
+    cur2 = conn.execute(
+        """
+        UPDATE memory_primary p SET embedding = c.embedding, model_id = c.model_id, updated_at = now()
+          FROM embedding_cache c
+         WHERE p.vault_id = %s AND c.model_id = %s AND c.content_hash = p.content_hash
+           AND p.content_hash = ANY(%s)
+           AND (p.embedding IS NULL OR p.model_id IS DISTINCT FROM c.model_id)
+        """,
+        (vault_id, model_id, list(hashes)),
+    )
+    return cur2.rowcount
+
+
+def skipped(conn: psycopg.Connection, vault_id: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT path, reason, blob_sha FROM memory_skipped WHERE vault_id = %s ORDER BY path",
+        (vault_id,),
+    ).fetchall()
+    return [dict(r) for r in rows]

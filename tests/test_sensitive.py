@@ -338,3 +338,23 @@ def test_scan_has_no_global_side_effects() -> None:
     before = get_settings().json()
     POLICY.scan("a.md", "password: " + _pw(), {}, ())
     assert get_settings().json() == before
+
+
+def test_line_numbers_survive_gated_scanning() -> None:
+    pw = _pw()
+    key, _ = fake_aws(random.Random(9))
+    filler = "ordinary prose line\n" * 4999
+    text = f"{filler}password: {pw}\n{filler}aws id {key}\n"
+    findings = secret_findings("n.md", text)
+    assert [(f.rule_id, f.line) for f in findings] == [
+        ("password-assignment", 5000),
+        ("aws-access-key", 10000),
+    ]
+
+
+def test_text_whose_lowercase_changes_length_is_still_scanned() -> None:
+    pw = _pw()
+    text = f"İstanbul trip\npassword: {pw}\n"
+    assert [(f.rule_id, f.line) for f in secret_findings("n.md", text)] == [
+        ("password-assignment", 2)
+    ]

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from re import Match, Pattern
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from detect_secrets.plugins.artifactory import ArtifactoryDetector
 from detect_secrets.plugins.aws import AWSKeyDetector
 from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.basic_auth import BasicAuthDetector
 from detect_secrets.plugins.cloudant import CloudantDetector
 from detect_secrets.plugins.discord import DiscordBotTokenDetector
@@ -286,9 +287,64 @@ class _Hit:
     preview: str | None = None
 
 
+class _Note:
+    """The text under scan, with cheap gates so a costly regex only runs where it could match.
+
+    A gate is a few lower-case literals at least one of which every match must contain. `full`
+    gates skip the regex when no literal occurs in the note; line gates run it only over the
+    lines holding a literal (offsets are mapped back), which is what keeps a 1 MB note fast.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        lowered = text.lower()
+        # Some characters change length when lower-cased; then gating by offsets is unsafe.
+        self.lower = lowered if len(lowered) == len(text) else None
+        self._views: dict[tuple[str, ...], tuple[str, list[int], list[int]]] = {}
+
+    def find(
+        self, pattern: Pattern[str], gate: tuple[str, ...] = (), lines: bool = False
+    ) -> Iterable[tuple[Match[str], int]]:
+        """Matches of `pattern`, each with the offset to add to its positions."""
+        if not gate or self.lower is None:
+            for m in pattern.finditer(self.text):
+                yield m, 0
+            return
+        if not any(word in self.lower for word in gate):
+            return
+        if not lines:
+            for m in pattern.finditer(self.text):
+                yield m, 0
+            return
+        sub, sub_starts, starts = self._view(gate)
+        for m in pattern.finditer(sub):
+            i = bisect_right(sub_starts, m.start()) - 1
+            yield m, starts[i] - sub_starts[i]
+
+    def _view(self, gate: tuple[str, ...]) -> tuple[str, list[int], list[int]]:
+        if gate not in self._views:
+            assert self.lower is not None
+            low, spans = self.lower, set()
+            for word in gate:
+                pos = low.find(word)
+                while pos != -1:
+                    end = low.find("\n", pos)
+                    end = len(low) if end == -1 else end
+                    spans.add((low.rfind("\n", 0, pos) + 1, end))
+                    pos = low.find(word, end)
+            pieces, sub_starts, starts, at = [], [], [], 0
+            for start, end in sorted(spans):
+                pieces.append(self.text[start:end])
+                sub_starts.append(at)
+                starts.append(start)
+                at += end - start + 1
+            self._views[gate] = ("\n".join(pieces), sub_starts, starts)
+        return self._views[gate]
+
+
 # --- detect-secrets token-format detectors ---------------------------------------------------
 
-_PLUGINS: tuple[tuple[str, type], ...] = (
+_PLUGINS: tuple[tuple[str, type[RegexBasedDetector]], ...] = (
     ("aws-access-key", AWSKeyDetector),
     ("artifactory-token", ArtifactoryDetector),
     ("azure-storage-key", AzureStorageKeyDetector),
@@ -315,12 +371,57 @@ _PLUGINS: tuple[tuple[str, type], ...] = (
 )
 
 
-def _plugin_patterns() -> tuple[tuple[str, Pattern[str]], ...]:
+_KEYWORDS = ("key", "pwd", "pass", "token")
+# rule id -> one gate per denylist pattern: (literals, line mode). Derived from the patterns.
+_Gate = tuple[tuple[str, ...], bool]
+_PLUGIN_GATES: dict[str, list[_Gate]] = {
+    "aws-access-key": [(("akia", "asia", "abia", "acca", "a3t"), False), (("aws",), True)],
+    "artifactory-token": [(("akc",), False), ((), False)],
+    "azure-storage-key": [(("accountkey=",), False)],
+    "basic-auth-url": [(("://",), True)],
+    "cloudant-credentials": [
+        (("cl",), True),
+        (("cl",), True),
+        (("cloudant.com",), False),
+        (("cloudant.com",), False),
+    ],
+    "github-token": [(("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False)],
+    "gitlab-token": [
+        (("glpat-", "gldt-", "glft-", "glsoat-", "glrt-"), False),
+        (("gr1348941",), False),
+        (("glcbt-",), False),
+        (("glimt-",), False),
+        (("glptt-",), False),
+        (("glagent-",), False),
+        (("gloas-",), False),
+    ],
+    "ibm-cloud-iam-key": [(_KEYWORDS, True)],
+    "ibm-cos-hmac": [(("secret",), True)],
+    "jwt": [(("eyj",), False)],
+    "mailchimp-key": [(("-us",), False)],
+    "npm-token": [(("_authtoken",), False)],
+    "openai-key": [(("t3blbkfj",), False)],
+    "private-key": [(("private key", "putty-user-key", "ssh2 encrypted"), False)] * 8,
+    "pypi-token": [(("pypi-",), False)] * 2,
+    "sendgrid-key": [(("sg.",), False)],
+    "slack-token": [(("xox",), False), (("hooks.slack.com",), False)],
+    "softlayer-credentials": [(("sl",), True), (("api.softlayer.com",), False)],
+    "square-oauth-secret": [(("sq0csp-",), False)],
+    "stripe-key": [(("k_live_",), False)],
+}
+
+
+def _plugin_patterns() -> tuple[tuple[str, Pattern[str], tuple[str, ...], bool], ...]:
     # Their patterns were written for single lines: MULTILINE keeps ^/$ per line on a whole note.
     out = []
     for rule_id, plugin in _PLUGINS:
-        for pattern in plugin.denylist:
-            out.append((rule_id, re.compile(pattern.pattern, pattern.flags | re.MULTILINE)))
+        gates = _PLUGIN_GATES.get(rule_id, [])
+        # `denylist` is a class attribute (typed as an abstract property upstream).
+        patterns = cast("Iterable[Pattern[str]]", plugin.denylist)
+        for i, pattern in enumerate(patterns):
+            gate, lines = gates[i] if i < len(gates) else ((), False)
+            compiled = re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
+            out.append((rule_id, compiled, gate, lines))
     return tuple(out)
 
 
@@ -340,9 +441,9 @@ def _secret_span(m: Match[str]) -> tuple[int, int, str]:
     return m.start(), m.end(), m.group()
 
 
-def _plugin_hits(text: str) -> Iterable[_Hit]:
-    for rule_id, pattern in _PLUGIN_PATTERNS:
-        for m in pattern.finditer(text):
+def _plugin_hits(note: _Note) -> Iterable[_Hit]:
+    for rule_id, pattern, gate, lines in _PLUGIN_PATTERNS:
+        for m, shift in note.find(pattern, gate, lines):
             if rule_id == "basic-auth-url":
                 start, end, value = m.start(1), m.end(1), m.group(1)
             else:
@@ -351,7 +452,7 @@ def _plugin_hits(text: str) -> Iterable[_Hit]:
             if rule_id == "jwt" and not JwtTokenDetector.is_formally_valid(value):
                 continue
             if rule_id == "basic-auth-url":
-                user = text[text.rfind("/", 0, start) + 1 : start].rstrip(":")
+                user = m.string[m.string.rfind("/", 0, start) + 1 : start].rstrip(":")
                 if is_placeholder(value) or value == user:
                     continue
             elif "example" in value.lower():  # AWS's documented AKIAIOSFODNN7EXAMPLE and kin
@@ -359,31 +460,36 @@ def _plugin_hits(text: str) -> Iterable[_Hit]:
             preview = None
             if rule_id == "private-key":
                 preview = f"-----{value}-----"
-            yield _Hit(start, end, rule_id, value, 0, preview)
+            yield _Hit(start + shift, end + shift, rule_id, value, 0, preview)
 
 
 # --- vaultmem's own token formats ------------------------------------------------------------
 
-_TOKEN_RULES: tuple[tuple[str, Pattern[str]], ...] = tuple(
-    (rule_id, re.compile(pattern))
-    for rule_id, pattern in (
-        ("anthropic-key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
-        ("openai-key", r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{32,}"),
-        ("google-api-key", r"\bAIza[0-9A-Za-z_\-]{35}"),
-        ("github-token", r"\bgithub_pat_[A-Za-z0-9_]{40,}"),
-        ("huggingface-token", r"\bhf_[A-Za-z0-9]{30,}"),
-        ("slack-token", r"\bxapp-\d-[A-Z0-9]+-\d+-[a-f0-9]{20,}"),
+_TOKEN_RULES: tuple[tuple[str, Pattern[str], tuple[str, ...]], ...] = tuple(
+    (rule_id, re.compile(pattern), gate)
+    for rule_id, pattern, gate in (
+        ("anthropic-key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}", ("sk-ant-",)),
+        (
+            "openai-key",
+            r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{32,}",
+            ("sk-",),
+        ),
+        ("google-api-key", r"\bAIza[0-9A-Za-z_\-]{35}", ("aiza",)),
+        ("github-token", r"\bgithub_pat_[A-Za-z0-9_]{40,}", ("github_pat_",)),
+        ("huggingface-token", r"\bhf_[A-Za-z0-9]{30,}", ("hf_",)),
+        ("slack-token", r"\bxapp-\d-[A-Z0-9]+-\d+-[a-f0-9]{20,}", ("xapp-",)),
         (
             "gcp-service-account",
             r"\"private_key\"\s*:\s*\"(-----BEGIN [A-Z ]*PRIVATE KEY-----)",
+            ('"private_key"',),
         ),
     )
 )
 
 
-def _token_hits(text: str) -> Iterable[_Hit]:
-    for rule_id, pattern in _TOKEN_RULES:
-        for m in pattern.finditer(text):
+def _token_hits(note: _Note) -> Iterable[_Hit]:
+    for rule_id, pattern, gate in _TOKEN_RULES:
+        for m, _ in note.find(pattern, gate):
             start, end, value = _secret_span(m)
             if rule_id == "gcp-service-account":
                 yield _Hit(start, end, rule_id, value, 0, '"private_key": "-----BEGIN…"')
@@ -400,12 +506,12 @@ _URL_CREDENTIALS_RE = re.compile(
 )
 
 
-def _url_hits(text: str) -> Iterable[_Hit]:
-    for m in _URL_CREDENTIALS_RE.finditer(text):
+def _url_hits(note: _Note) -> Iterable[_Hit]:
+    for m, shift in note.find(_URL_CREDENTIALS_RE, ("://",), lines=True):
         user, password = m.group(1), m.group(2)
         if is_placeholder(password) or password == user:
             continue
-        yield _Hit(m.start(2), m.end(2), "connection-string-password", password, 1)
+        yield _Hit(m.start(2) + shift, m.end(2) + shift, "connection-string-password", password, 1)
 
 
 # --- passwords written as key: value -------------------------------------------------------
@@ -416,7 +522,8 @@ _PASSWORD_EN_RE = re.compile(
     r"|secret|secret[_\-]?key))" + _OPERATOR + r"(?P<rest>[^\n]*)"
 )
 _PASSWORD_ZH_RE = re.compile(
-    r"(?P<key>密码|密碼|口令|pin码|PIN码)[*_`\s]*(?P<op>[:：=]|是|为|為)[*_`]*[ \t]*(?P<rest>[^\n]*)"
+    r"(?P<key>密码|密碼|口令|pin码|PIN码)[*_`\s]*(?P<op>[:：=]|是|为|為)[*_`]*[ \t]*"
+    r"(?P<rest>[^\n]*)"
 )
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "「": "」"}
 _TOKEN_END_RE = re.compile(r"[\s|]|[\u3000-\u303f\u3400-\u9fff\uff08-\uff1f]")
@@ -454,22 +561,22 @@ def _is_password(value: str, quoted: bool, whole: bool, op: str, key: str) -> bo
     return quoted or whole or strong
 
 
-def _password_hits(text: str) -> Iterable[_Hit]:
-    for m in _PASSWORD_EN_RE.finditer(text):
+def _password_hits(note: _Note) -> Iterable[_Hit]:
+    for m, shift in note.find(_PASSWORD_EN_RE, ("pass", "pwd", "secret"), lines=True):
         key, word = m.group("key"), m.group("word").lower()
         if word == "pass" and len(key) > 4 and key[-5] not in "_.-":
             continue  # bypass:, compass:, …
         if word.startswith("secret") and m.group("op").strip() == "is":
             continue  # "the secret is …" is prose
-        yield from _password_hit(m, key)
-    for m in _PASSWORD_ZH_RE.finditer(text):
-        yield from _password_hit(m, m.group("key"))
+        yield from _password_hit(m, key, shift)
+    for m, shift in note.find(_PASSWORD_ZH_RE, ("密码", "密碼", "口令", "pin码"), lines=True):
+        yield from _password_hit(m, m.group("key"), shift)
 
 
-def _password_hit(m: Match[str], key: str) -> Iterable[_Hit]:
+def _password_hit(m: Match[str], key: str, shift: int) -> Iterable[_Hit]:
     value, offset, quoted, whole = _password_value(m.group("rest"))
     if _is_password(value, quoted, whole, m.group("op"), key):
-        start = m.start("rest") + offset
+        start = m.start("rest") + offset + shift
         yield _Hit(start, start + len(value), "password-assignment", value, 2)
 
 
@@ -488,7 +595,8 @@ def _table_cells(line: str) -> list[str] | None:
     return stripped.strip("|").split("|") if stripped.startswith("|") else None
 
 
-def _table_hits(text: str) -> Iterable[_Hit]:
+def _table_hits(note: _Note) -> Iterable[_Hit]:
+    text = note.text
     if "|" not in text:
         return
     lines = text.split("\n")
@@ -544,8 +652,11 @@ def _entropy_floor(value: str) -> float:
 _DOTTED_NAME_RE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 
 
-def _entropy_hits(text: str) -> Iterable[_Hit]:
-    for m in _ASSIGNMENT_RE.finditer(text):
+_ASSIGNMENT_GATE = ("secret", "token", "key", "auth", "credential", "passw")
+
+
+def _entropy_hits(note: _Note) -> Iterable[_Hit]:
+    for m, shift in note.find(_ASSIGNMENT_RE, _ASSIGNMENT_GATE, lines=True):
         key, value = m.group("key"), m.group("value").rstrip(".")
         if not _SECRET_KEY_WORDS.search(key) or _NOT_SECRET_KEY_WORDS.search(key):
             continue
@@ -555,7 +666,8 @@ def _entropy_hits(text: str) -> Iterable[_Hit]:
             continue  # settings.SECRET_KEY: code, not a value
         if len(value) < 16 or _char_classes(value) < 2 or _entropy(value) < _entropy_floor(value):
             continue
-        yield _Hit(m.start("value"), m.start("value") + len(value), "high-entropy-secret", value, 3)
+        start = m.start("value") + shift
+        yield _Hit(start, start + len(value), "high-entropy-secret", value, 3)
 
 
 _BEARER_RE = re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{20,}=*)")
@@ -564,8 +676,8 @@ _BASIC_HEADER_RE = re.compile(
 )
 
 
-def _header_hits(text: str) -> Iterable[_Hit]:
-    for m in _BEARER_RE.finditer(text):
+def _header_hits(note: _Note) -> Iterable[_Hit]:
+    for m, _ in note.find(_BEARER_RE, ("bearer",)):
         value = m.group(1)
         if (
             _char_classes(value) >= 2
@@ -573,7 +685,7 @@ def _header_hits(text: str) -> Iterable[_Hit]:
             and _entropy(value) >= _entropy_floor(value) - 0.5
         ):
             yield _Hit(m.start(1), m.end(1), "bearer-token", value, 3)
-    for m in _BASIC_HEADER_RE.finditer(text):
+    for m, _ in note.find(_BASIC_HEADER_RE, ("authorization",)):
         yield _Hit(m.start(1), m.end(1), "basic-auth-header", m.group(1), 3)
 
 
@@ -581,7 +693,8 @@ def _header_hits(text: str) -> Iterable[_Hit]:
 
 _SEED_RE = re.compile(
     r"(?i)(?:seed[ _\-]?phrase|mnemonic|recovery[ _\-]phrase|secret[ _\-]recovery|助记词|助記詞)"
-    r"[^\n]{0,40}?[:：]?[\s\"'`]*((?:[a-z]{3,8}(?:[\s,、\"'`]+(?:\d{1,2}[.)][ \t]*)?)){11,23}[a-z]{3,8})"
+    r"[^\n]{0,40}?[:：]?[\s\"'`]*"
+    r"((?:[a-z]{3,8}(?:[\s,、\"'`]+(?:\d{1,2}[.)][ \t]*)?)){11,23}[a-z]{3,8})"
 )
 _STOPWORDS = frozenset(
     "the and for that this with are was you your not but from have has its can will all any "
@@ -590,8 +703,11 @@ _STOPWORDS = frozenset(
 )
 
 
-def _seed_hits(text: str) -> Iterable[_Hit]:
-    for m in _SEED_RE.finditer(text):
+_SEED_GATE = ("seed", "mnemonic", "recovery", "助记词", "助記詞")
+
+
+def _seed_hits(note: _Note) -> Iterable[_Hit]:
+    for m, _ in note.find(_SEED_RE, _SEED_GATE):
         words = re.findall(r"[a-zA-Z]+", m.group(1))
         if len(words) >= 12 and not any(w.lower() in _STOPWORDS for w in words):
             yield _Hit(m.start(1), m.end(1), "seed-phrase", m.group(1), 1)
@@ -610,8 +726,9 @@ _CONTENT_RULES = (
 
 
 def _content_findings(text: str) -> list[Finding]:
+    note = _Note(text)
     hits = sorted(
-        (hit for rule in _CONTENT_RULES for hit in rule(text)),
+        (hit for rule in _CONTENT_RULES for hit in rule(note)),
         key=lambda h: (h.priority, h.start),
     )
     kept: list[_Hit] = []
@@ -619,6 +736,7 @@ def _content_findings(text: str) -> list[Finding]:
         # One secret, one finding: a GitHub token is not also a "high-entropy secret".
         if not any(hit.start < k.end and k.start < hit.end for k in kept):
             kept.append(hit)
+    kept.sort(key=lambda h: h.start)
     newlines = [m.start() for m in re.finditer("\n", text)] if kept else []
     return [
         Finding(

@@ -7,6 +7,7 @@ turned into one line on stderr and the error's exit code, in one place: Vaultmem
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -247,9 +248,13 @@ def _hook_ingest(vault: str | None) -> None:
     """Run from a git hook: log one line, never fail (the commit already happened)."""
     from . import ingest as ingest_mod
 
+    from .gitdiff import repo_root
+
     files = None
     try:
-        root = _vault_root(vault)
+        # The hook's own repository, never VAULTMEM_VAULT: that names the vault the agent
+        # wrapper reads, and every repository with hooks must index itself.
+        root = repo_root(Path(vault) if vault else Path.cwd())
         files = ingest_mod.state_files(root)
         settings = load_settings(root)
         result = ingest_mod.catch_up(settings, root)
@@ -385,6 +390,133 @@ def hooks_status(vault: str | None, as_json: bool) -> None:
         click.echo(f"{h.name}: {state}  {h.path}")
     if not all(h.installed for h in items):
         sys.exit(1)
+
+
+# --- audit: review what was quarantined as sensitive ----------------------------------------
+
+
+@cli.group(name="audit")
+def audit_group() -> None:
+    """Review the files kept out of search as sensitive: list, show, allow, revoke.
+
+    A file with any hit (a secret, a password line, `private: true`, a secret file name) is
+    never indexed nor sent to an embedding provider. vaultmem records why (rule ids, line
+    numbers), never the secret itself; `show` re-reads the file and prints each match masked.
+    """
+
+
+def _audit_target(vault: str | None, path: str | None = None) -> tuple[Path, Settings, str]:
+    from . import audit
+
+    root = _vault_root(vault)
+    rel = audit.vault_path(root, path) if path is not None else ""
+    return root, load_settings(root), rel
+
+
+@audit_group.command(name="list")
+@vault_option
+@json_option
+def audit_list(vault: str | None, as_json: bool) -> None:
+    """List the quarantined files with their risk, rules and line numbers, and the allowed ones.
+
+    --json prints {"quarantined": [...], "allowed": [...]}.
+    """
+    from . import audit
+
+    root, settings, _ = _audit_target(vault)
+    with db.connect(settings) as conn:
+        v = audit.require_vault(conn, root)
+        quarantined = audit.list_quarantined(conn, v.id)
+        allowed = audit.list_allowed(conn, v.id)
+    if as_json:
+        _print_json(
+            {
+                "quarantined": [q.to_dict() for q in quarantined],
+                "allowed": [a.to_dict() for a in allowed],
+            }
+        )
+        return
+    if not quarantined:
+        click.echo(f"nothing quarantined in vault {v.name}")
+    else:
+        click.echo(f"{len(quarantined)} quarantined in vault {v.name}:")
+    for q in quarantined:
+        lines = ", ".join(str(n) for n in q.line_numbers if n) or "-"
+        extra = " (an earlier version was allowed; edited since)" if q.allowed_earlier_version else ""
+        click.echo(f"  {q.path}  [{q.risk}] {', '.join(q.rule_ids)}; lines {lines}{extra}")
+    if allowed:
+        click.echo(f"{len(allowed)} allowed after review:")
+        for a in allowed:
+            click.echo(f"  {a.path}  ({a.state}; allowed {a.allowed_at:%Y-%m-%d %H:%M})")
+    if quarantined:
+        click.echo("see why with `vaultmem audit show PATH`; `vaultmem audit allow PATH` indexes it")
+
+
+@audit_group.command(name="show")
+@click.argument("path")
+@vault_option
+@json_option
+def audit_show(path: str, vault: str | None, as_json: bool) -> None:
+    """Show why PATH is quarantined: each rule, category and line, with the match masked.
+
+    PATH is relative to the vault root (as `audit list` prints it) or to the current directory.
+    The file is re-scanned from HEAD to make the masked previews; no secret is ever printed.
+    """
+    from . import audit
+
+    root, settings, rel = _audit_target(vault, path)
+    with db.connect(settings) as conn:
+        v = audit.require_vault(conn, root)
+        detail = audit.show(conn, settings, v, rel)
+    if as_json:
+        _print_json(detail.to_dict())
+        return
+    allowed = ""
+    if detail.allowed_blob_sha:
+        allowed = f"; an earlier version was allowed {detail.allowed_at:%Y-%m-%d %H:%M}"
+    click.echo(
+        f"{detail.path}: {detail.risk}, quarantined since {detail.first_seen_at:%Y-%m-%d %H:%M} "
+        f"(blob {detail.blob_sha[:12]}){allowed}"
+    )
+    for f in detail.findings:
+        where = f"line {f.line}" if f.line else "file"
+        click.echo(f"  {where:<10} {f.rule_id} ({f.category})  {f.masked}".rstrip())
+    if detail.notice:
+        click.echo(f"note: {detail.notice}")
+    click.echo(f"if this is a false positive: vaultmem audit allow {detail.path}")
+
+
+@audit_group.command(name="allow")
+@click.argument("path")
+@vault_option
+def audit_allow(path: str, vault: str | None) -> None:
+    """Mark quarantined PATH a reviewed false positive and index it now.
+
+    The decision is bound to the file's current version at HEAD: any later edit is scanned
+    again (and quarantined if it still hits). It survives `vaultmem rebuild`; undo it with
+    `vaultmem audit revoke PATH`.
+    """
+    from . import audit
+
+    root, settings, rel = _audit_target(vault, path)
+    with db.connect(settings) as conn:
+        v = audit.require_vault(conn, root)
+        decision = audit.allow(conn, v, rel, root, settings=settings)
+    click.echo(f"allowed {decision.path} at blob {str(decision.blob_sha)[:12]}: {decision.state}")
+
+
+@audit_group.command(name="revoke")
+@click.argument("path")
+@vault_option
+def audit_revoke(path: str, vault: str | None) -> None:
+    """Withdraw `audit allow` for PATH: it is scanned again now and quarantined if it hits."""
+    from . import audit
+
+    root, settings, rel = _audit_target(vault, path)
+    with db.connect(settings) as conn:
+        v = audit.require_vault(conn, root)
+        decision = audit.revoke(conn, v, rel, root, settings=settings)
+    click.echo(f"revoked the review of {decision.path}: {decision.state}")
 
 
 # --- init and status -------------------------------------------------------------------------

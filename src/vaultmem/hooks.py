@@ -28,17 +28,19 @@ _BLOCK_RE = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.S
 
 
 def render_block(command: str) -> str:
-    """The hook block; `command` is how to run vaultmem (quoted for sh)."""
+    """The hook block; `command` is how to run vaultmem (quoted for sh).
+
+    Git runs these hooks from the top of the work tree, so in the common case (`.git` is a
+    directory here) the block starts no git process at all: each fork costs milliseconds."""
     return f"""{BEGIN}
 # Indexes committed notes in the background; never blocks or fails git. Managed by
 # `vaultmem hooks install`; remove with `vaultmem hooks uninstall`.
-vaultmem_git_dir=$(git rev-parse --absolute-git-dir 2>/dev/null) && {{
-  mkdir -p "$vaultmem_git_dir/vaultmem" 2>/dev/null
-  vaultmem_detach=; command -v setsid >/dev/null 2>&1 && vaultmem_detach=setsid
-  ( cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)" 2>/dev/null &&
-    $vaultmem_detach nohup {command} ingest --from-hook \\
-      >>"$vaultmem_git_dir/vaultmem/ingest.log" 2>&1 </dev/null & ) >/dev/null 2>&1
-}}
+if [ -d .git ]; then vaultmem_dir=.git/vaultmem
+else vaultmem_dir=$(git rev-parse --absolute-git-dir 2>/dev/null)/vaultmem; fi
+[ -d "$vaultmem_dir" ] || mkdir -p "$vaultmem_dir" 2>/dev/null
+vaultmem_detach=; command -v setsid >/dev/null 2>&1 && vaultmem_detach=setsid
+( $vaultmem_detach nohup {command} ingest --from-hook \\
+    >>"$vaultmem_dir/ingest.log" 2>&1 </dev/null & ) >/dev/null 2>&1
 true
 {END}
 """

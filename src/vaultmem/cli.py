@@ -257,7 +257,11 @@ def _hook_ingest(vault: str | None) -> None:
         root = repo_root(Path(vault) if vault else Path.cwd())
         files = ingest_mod.state_files(root)
         settings = load_settings(root)
-        result = ingest_mod.catch_up(settings, root)
+        # Start a bundled server that is merely down (e.g. after a reboot), but never one the
+        # user stopped with `vaultmem db stop`: that is logged instead, and caught up later.
+        result = ingest_mod.catch_up(
+            settings, root, start_db=not server.stopped_on_purpose(settings.home)
+        )
         if result is not None:
             ingest_mod.log_line(
                 files, f"ok {result.mode} {result.to_commit or ''} {result.summary()}"
@@ -322,6 +326,8 @@ def verify(vault: str | None, deep: bool, as_json: bool) -> None:
         )
         for s in report.skipped:
             click.echo(f"  skipped {s['path']!r}: {s['reason']}")
+        for w in report.warnings:
+            click.echo(f"  indexed with a warning {w['path']!r}: {'; '.join(w['warnings'])}")
         for label, items in (
             ("missing", report.missing),
             ("ghost", report.ghosts),
@@ -442,14 +448,15 @@ def audit_list(vault: str | None, as_json: bool) -> None:
         click.echo(f"{len(quarantined)} quarantined in vault {v.name}:")
     for q in quarantined:
         lines = ", ".join(str(n) for n in q.line_numbers if n) or "-"
-        extra = " (an earlier version was allowed; edited since)" if q.allowed_earlier_version else ""
+        extra = " (an earlier version was allowed, edited since)" * q.allowed_earlier_version
         click.echo(f"  {q.path}  [{q.risk}] {', '.join(q.rule_ids)}; lines {lines}{extra}")
     if allowed:
         click.echo(f"{len(allowed)} allowed after review:")
         for a in allowed:
-            click.echo(f"  {a.path}  ({a.state}; allowed {a.allowed_at:%Y-%m-%d %H:%M})")
+            when = f"{a.allowed_at:%Y-%m-%d %H:%M}"
+            click.echo(f"  {a.path}  ({a.state}; allowed {when})")
     if quarantined:
-        click.echo("see why with `vaultmem audit show PATH`; `vaultmem audit allow PATH` indexes it")
+        click.echo("why: `vaultmem audit show PATH`; a false positive: `vaultmem audit allow PATH`")
 
 
 @audit_group.command(name="show")
@@ -562,12 +569,16 @@ def init(vault: str | None, no_hooks: bool, no_index: bool) -> None:
 @cli.command()
 @json_option
 def status(as_json: bool) -> None:
-    """Show the database, its versions, the schema version and every vault's counts."""
+    """Show the database, the schema version and, for every vault, its counts, how far the
+    index is behind HEAD, the embedding backlog, the last run's outcome and every skipped file.
+    """
+    from .verify import vault_status
+
     settings = _settings()
     with db.connect(settings) as conn:
         info = db.server_info(conn)
         version = db.schema_version(conn)
-        vaults = db.vault_stats(conn) if version else []
+        vaults = [vault_status(conn, v) for v in db.vault_stats(conn)] if version else []
     data = {
         "database": "external" if settings.database_url else "bundled",
         "reachable": True,
@@ -585,8 +596,49 @@ def status(as_json: bool) -> None:
         click.echo(
             f"vault {v['name']} ({v['root']}): {v['notes']} notes, {v['chunks']} chunks, "
             f"{v['backlog']} awaiting embeddings, {v['quarantined']} quarantined, "
-            f"{v['skipped']} skipped; indexed to {(v['watermark'] or 'nothing yet')[:12]}"
+            f"{len(v['skipped_files'])} skipped"
         )
+        _echo_vault_health(v)
+
+
+def _echo_vault_health(v: dict[str, Any]) -> None:
+    """The lines of `status` that make a silent failure visible."""
+    mark, head, behind = (v["watermark"] or "")[:12], (v["head"] or "")[:12], v["commits_behind"]
+    if v["problem"]:
+        where = f"indexed to {mark or 'nothing yet'}; {v['problem']}"
+    elif not v["head"]:
+        where = "no commits yet"
+    elif behind == 0:
+        where = f"indexed to {mark} = HEAD (up to date)"
+    elif behind is not None and behind > 0:
+        where = f"BEHIND: indexed to {mark}, HEAD is {head}, {behind} commits behind"
+    elif mark:
+        where = f"BEHIND: indexed to {mark}, which is not in HEAD's history (HEAD is {head})"
+    else:
+        where = f"BEHIND: nothing indexed yet, HEAD is {head}"
+    if behind:
+        where += ": run `vaultmem ingest`"
+    click.echo(f"  index: {where}")
+    run = v["last_run"]
+    if run:
+        counts = ", ".join(f"{n} {k}" for k, n in run.get("counts", {}).items())
+        errors = run.get("errors") or []
+        outcome = f"FAILED: {'; '.join(errors)}" if errors else "ok"
+        click.echo(
+            f"  last run: {run.get('finished_at')} {run.get('mode')} "
+            f"to {str(run.get('to_commit') or '')[:12]} in {run.get('seconds')} s, {outcome}; "
+            f"{counts}; {run.get('embedded', 0)} chunks embedded, "
+            f"{run.get('backlog', 0)} awaiting embeddings"
+        )
+    else:
+        click.echo("  last run: none recorded")
+    hook = v["hook_log_last"]
+    if hook and " error" in hook:
+        click.echo(f"  last hook: {hook}")
+    for s in v["skipped_files"]:
+        click.echo(f"  skipped {s['path']!r}: {s['reason']}")
+    for w in v["warnings"]:
+        click.echo(f"  indexed with a warning {w['path']!r}: {'; '.join(w['warnings'])}")
 
 
 # --- retrieval and Claude Code: query, context, claude-hook, claude-install -----------------

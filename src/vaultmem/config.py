@@ -85,6 +85,7 @@ class Settings:
     embedding_model: str
     embedding_base_url: str
     embedding_api_key: str
+    embedding_api_key_var: str
     embedding_batch_size: int
     embedding_timeout: float
     embedding_max_retries: int
@@ -184,6 +185,7 @@ def load_settings(vault: Path | None = None, environ: Mapping[str, str] | None =
         embedding_model=get("VAULTMEM_EMBEDDING_MODEL"),
         embedding_base_url=get("VAULTMEM_EMBEDDING_BASE_URL"),
         embedding_api_key=env.get(key_var, ""),
+        embedding_api_key_var=key_var,
         embedding_batch_size=max(1, _int(env, "VAULTMEM_EMBEDDING_BATCH_SIZE")),
         embedding_timeout=_float(env, "VAULTMEM_EMBEDDING_TIMEOUT"),
         embedding_max_retries=_int(env, "VAULTMEM_EMBEDDING_MAX_RETRIES"),

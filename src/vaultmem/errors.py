@@ -53,3 +53,7 @@ class DriftDetected(VaultmemError):
     """`verify` found the index differs from the committed notes."""
 
     exit_code = 8
+
+
+class AuditPathError(VaultmemError):
+    """`vaultmem audit` got a path it cannot act on (not quarantined, not allowed, not at HEAD)."""

@@ -125,6 +125,48 @@ def _lock(files: StateFiles, *, wait: bool) -> Iterator[bool]:
 
 # --- the per-file decision ---------------------------------------------------------------------
 
+# PostgreSQL cannot put a key much over 2.7 kB in a btree index, and every table is keyed by path,
+# so a longer path cannot be recorded at all (not even as a skip). 2,000 bytes leaves headroom.
+MAX_PATH_BYTES = 2000
+
+
+def classify(
+    paths: PathPolicy, sensitive: SensitivePolicy, path: str, mode: str
+) -> tuple[str, str | None]:
+    """('ignore'|'quarantine-path'|'skip'|'unrecordable'|'index', reason) for one tree entry.
+
+    'unrecordable' is a skip the database cannot hold (the path is too long to be a key): it is
+    reported by every run and by `verify`/`status` from HEAD's tree instead of from a table."""
+    kind, reason = _classify(paths, sensitive, path, mode)
+    if kind != "ignore":
+        size = len(os.fsencode(path))
+        if size > MAX_PATH_BYTES:
+            return "unrecordable", f"path too long to index ({size} bytes, limit {MAX_PATH_BYTES})"
+    return kind, reason
+
+
+def _classify(
+    paths: PathPolicy, sensitive: SensitivePolicy, path: str, mode: str
+) -> tuple[str, str | None]:
+    verdict = paths.verdict(path)
+    if verdict is not None and verdict.startswith("excluded"):
+        return "ignore", verdict
+    if mode == "160000":
+        # Whatever its name (it rarely ends in .md), a submodule is a folder of files that are
+        # not indexed: report it rather than ignore it silently like an image.
+        if verdict is None or verdict.startswith("not a note"):
+            return "skip", "submodule (not indexed)"
+        return "ignore", verdict
+    if verdict is not None:
+        # Not a note, but a file that is secret by nature (.env, *.pem) is still recorded in
+        # the audit table so the user learns it sits in the vault.
+        if sensitive.scan(path, "", None, ()):
+            return "quarantine-path", verdict
+        return "ignore", verdict
+    if mode == "120000":
+        return "skip", "symbolic link (not followed)"
+    return "index", None
+
 
 class Ingester:
     """One vault, one connection, one pass at a time. Used under the writer lock."""
@@ -149,21 +191,8 @@ class Ingester:
 
     # classification shared by ingest and verify
     def classify(self, path: str, mode: str) -> tuple[str, str | None]:
-        """('ignore'|'quarantine-path'|'skip'|'index', reason)."""
-        verdict = self.paths.verdict(path)
-        if verdict is not None and verdict.startswith("excluded"):
-            return "ignore", verdict
-        if mode == "160000":
-            return ("skip", "submodule (not indexed)") if verdict is None else ("ignore", verdict)
-        if verdict is not None:
-            # Not a note, but a file that is secret by nature (.env, *.pem) is still recorded in
-            # the audit table so the user learns it sits in the vault.
-            if self.sensitive.scan(path, "", None, ()):
-                return "quarantine-path", verdict
-            return "ignore", verdict
-        if mode == "120000":
-            return "skip", "symbolic link (not followed)"
-        return "index", None
+        """('ignore'|'quarantine-path'|'skip'|'unrecordable'|'index', reason)."""
+        return classify(self.paths, self.sensitive, path, mode)
 
     def process(
         self,
@@ -197,6 +226,10 @@ class Ingester:
                 return
             store.quarantine(self.conn, vid, path, blob, findings)
             result.quarantined += 1
+            return
+        if kind == "unrecordable":
+            result.skipped += 1
+            result.skip_reasons[path] = reason or ""
             return
         if kind == "skip":
             store.mark_skipped(self.conn, vid, path, blob, reason or "not indexable")
@@ -232,7 +265,8 @@ class Ingester:
     ) -> None:
         """Apply diff-tree events: deletions and rename sources first, then upserts."""
         vid = self.vault.id
-        known = store.known_paths(self.conn, vid)
+        touched = {c.path for c in changes} | {c.old_path for c in changes if c.old_path}
+        known = store.known_paths(self.conn, vid, only=touched)
         self.conn.commit()
         ops: list[tuple[str, gitdiff.Change]] = []
         for ch in changes:
@@ -357,8 +391,10 @@ class Ingester:
 # --- entry points ------------------------------------------------------------------------------
 
 
-def _open(settings: Settings, root: Path) -> tuple[psycopg.Connection, db.Vault]:
-    conn = db.connect(settings)
+def _open(
+    settings: Settings, root: Path, *, start_db: bool = True
+) -> tuple[psycopg.Connection, db.Vault]:
+    conn = db.connect(settings, start=start_db)
     if db.schema_version(conn) != db.SCHEMA_VERSION:
         db.apply_schema(conn)
     conn.commit()
@@ -436,11 +472,13 @@ def catch_up(
     wait: bool = False,
     progress: Progress | None = None,
     embedder: Embedder | None = None,
+    start_db: bool = True,
 ) -> IngestResult | None:
     """Bring the vault's index to HEAD, then fill the embedding backlog.
 
     Returns None when another process holds the writer lock: it has been told (the pending mark)
-    to run another pass, so nothing is lost and nobody queues behind it."""
+    to run another pass, so nothing is lost and nobody queues behind it. With `start_db` False a
+    stopped bundled server is reported (DatabaseUnavailable) instead of started."""
     files = state_files(root)
     files.pending.touch()
     last: IngestResult | None = None
@@ -449,7 +487,13 @@ def catch_up(
             if not held:
                 return last
             last = _run_passes(
-                settings, root, files, embed=embed, progress=progress, embedder=embedder
+                settings,
+                root,
+                files,
+                embed=embed,
+                progress=progress,
+                embedder=embedder,
+                start_db=start_db,
             )
         # A trigger may have marked "pending" after our last check but before we released.
         if not files.pending.exists():
@@ -466,9 +510,10 @@ def _run_passes(
     progress: Progress | None,
     embedder: Embedder | None,
     rebuild: bool = False,
+    start_db: bool = True,
 ) -> IngestResult:
     started = time.monotonic()
-    conn, vault = _open(settings, root)
+    conn, vault = _open(settings, root, start_db=start_db)
     ing = Ingester(settings, conn, vault, embedder=embedder, progress=progress)
     total = IngestResult()
     try:

@@ -90,15 +90,23 @@ def finish_rebuild(conn: psycopg.Connection, vault_id: int) -> None:
     )
 
 
-def known_paths(conn: psycopg.Connection, vault_id: int) -> dict[str, tuple[str, str | None]]:
-    """Every path the index holds for the vault -> (table kind, blob sha)."""
+def known_paths(
+    conn: psycopg.Connection, vault_id: int, only: Iterable[str] | None = None
+) -> dict[str, tuple[str, str | None]]:
+    """Paths the index holds for the vault (all, or just `only`) -> (table kind, blob sha)."""
+    params: dict[str, Any] = {"v": vault_id}
+    cond = ""
+    if only is not None:
+        params["only"] = list(only)
+        cond = " AND path = ANY(%(only)s)"
     rows = conn.execute(
-        """
-        SELECT path, 'note' AS kind, blob_sha FROM memory_notes WHERE vault_id = %(v)s
-        UNION ALL SELECT path, 'quarantined', blob_sha FROM memory_secure_audit WHERE vault_id = %(v)s
-        UNION ALL SELECT path, 'skipped', blob_sha FROM memory_skipped WHERE vault_id = %(v)s
+        f"""
+        SELECT path, 'note' AS kind, blob_sha FROM memory_notes WHERE vault_id = %(v)s{cond}
+        UNION ALL SELECT path, 'quarantined', blob_sha FROM memory_secure_audit
+                   WHERE vault_id = %(v)s{cond}
+        UNION ALL SELECT path, 'skipped', blob_sha FROM memory_skipped WHERE vault_id = %(v)s{cond}
         """,
-        {"v": vault_id},
+        params,
     ).fetchall()
     out: dict[str, tuple[str, str | None]] = {}
     for r in rows:

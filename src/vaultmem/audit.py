@@ -1,0 +1,412 @@
+"""Review of quarantined files: list them, show why (masked), allow a false positive, revoke that.
+
+Design decision: a review decision is bound to the blob SHA the user looked at and is applied at
+once, under the vault's writer lock, by re-deciding that one path with the ingester itself. The
+ingester skips paths whose blob did not change, so a decision left for "the next ingest" would
+never be seen; re-processing in place keeps the move between the audit table and search atomic
+(one transaction) and keeps the decision logic in one place (`Ingester.process` consults
+`audit_allow`). Decisions live in `audit_allow`, which `rebuild` never clears; any edit changes
+the blob, so the edited file is scanned (and quarantined) again.
+
+Nothing here ever prints or stores a matched value: `show` re-scans the blob and keeps only the
+policy's masked previews.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from . import db, gitdiff, ingest, store
+from .config import Settings, load_settings
+from .embed import Embedder
+from .errors import AuditPathError, GitError, VaultmemError
+from .markdown import NoteSkipped, decode_note, parse_note
+from .policy import Finding, PathPolicy, SensitivePolicy, strip_private_spans
+
+Conn = psycopg.Connection[Any]  # opened with dict rows (db.connect)
+
+
+@dataclass(frozen=True)
+class QuarantinedFile:
+    """One row of `memory_secure_audit`, with the review decision recorded for its path, if any."""
+
+    path: str
+    risk: str
+    rule_ids: list[str]
+    line_numbers: list[int]
+    blob_sha: str
+    first_seen_at: datetime
+    updated_at: datetime
+    allowed_blob_sha: str | None = None  # set when a version of this path was allowed
+    allowed_at: datetime | None = None
+
+    @property
+    def allowed(self) -> bool:
+        """True if this very version was allowed (it is indexed by the next re-decision)."""
+        return self.allowed_blob_sha == self.blob_sha
+
+    @property
+    def allowed_earlier_version(self) -> bool:
+        """An older version was allowed; this one was edited since and quarantined again."""
+        return self.allowed_blob_sha is not None and not self.allowed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "allowed": self.allowed,
+            "allowed_earlier_version": self.allowed_earlier_version,
+        }
+
+
+@dataclass(frozen=True)
+class AllowedFile:
+    """A review decision and what became of the path: indexed, skipped, edited since, or gone."""
+
+    path: str
+    blob_sha: str
+    allowed_at: datetime
+    state: str  # "indexed" | "skipped" | "edited since review" | "not in the index"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FindingView:
+    rule_id: str
+    category: str
+    line: int  # 0 for rules about the path or front matter flags
+    masked: str  # a preview that never holds the secret ("" when the file could not be re-read)
+
+
+@dataclass(frozen=True)
+class QuarantineDetail:
+    path: str
+    risk: str
+    blob_sha: str  # the quarantined version
+    scanned_blob_sha: str | None  # the version re-scanned for previews (HEAD's when present)
+    first_seen_at: datetime
+    updated_at: datetime
+    allowed_blob_sha: str | None
+    allowed_at: datetime | None
+    findings: list[FindingView] = field(default_factory=list)
+    notice: str | None = None  # why the previews may not match the stored findings
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of `allow` or `revoke`: the path's state right after the decision applied."""
+
+    action: str  # "allowed" | "revoked"
+    path: str
+    blob_sha: str | None  # the version the decision was bound to
+    state: str  # "indexed" | "quarantined" | "skipped" | "not in HEAD"
+    result: ingest.IngestResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "result": self.result.to_dict()}
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
+def require_vault(conn: Conn, root: Path) -> db.Vault:
+    v = db.find_vault(conn, root)
+    if v is None:
+        raise VaultmemError(f"{root} is not an indexed vault yet: run `vaultmem init` in it")
+    return v
+
+
+def list_quarantined(conn: Conn, vault_id: int) -> list[QuarantinedFile]:
+    """Every quarantined path of the vault, by path, with why (rule ids, line numbers)."""
+    rows = conn.execute(
+        """
+        SELECT a.path, a.risk, a.rule_ids, a.line_numbers, a.blob_sha, a.first_seen_at,
+               a.updated_at, w.blob_sha AS allowed_blob_sha, w.allowed_at
+          FROM memory_secure_audit a
+          LEFT JOIN audit_allow w ON w.vault_id = a.vault_id AND w.path = a.path
+         WHERE a.vault_id = %s
+         ORDER BY a.path
+        """,
+        (vault_id,),
+    ).fetchall()
+    conn.commit()
+    return [
+        QuarantinedFile(
+            path=r["path"],
+            risk=r["risk"],
+            rule_ids=list(r["rule_ids"]),
+            line_numbers=list(r["line_numbers"]),
+            blob_sha=r["blob_sha"],
+            first_seen_at=r["first_seen_at"],
+            updated_at=r["updated_at"],
+            allowed_blob_sha=r["allowed_blob_sha"],
+            allowed_at=r["allowed_at"],
+        )
+        for r in rows
+    ]
+
+
+def list_allowed(conn: Conn, vault_id: int) -> list[AllowedFile]:
+    """Every review decision of the vault, with what the index holds for that path now."""
+    rows = conn.execute(
+        """
+        SELECT w.path, w.blob_sha, w.allowed_at,
+               CASE WHEN n.blob_sha = w.blob_sha THEN 'indexed'
+                    WHEN s.blob_sha = w.blob_sha THEN 'skipped'
+                    WHEN coalesce(n.path, a.path, s.path) IS NOT NULL THEN 'edited since review'
+                    ELSE 'not in the index' END AS state
+          FROM audit_allow w
+          LEFT JOIN memory_notes n ON n.vault_id = w.vault_id AND n.path = w.path
+          LEFT JOIN memory_secure_audit a ON a.vault_id = w.vault_id AND a.path = w.path
+          LEFT JOIN memory_skipped s ON s.vault_id = w.vault_id AND s.path = w.path
+         WHERE w.vault_id = %s
+         ORDER BY w.path
+        """,
+        (vault_id,),
+    ).fetchall()
+    conn.commit()
+    return [AllowedFile(r["path"], r["blob_sha"], r["allowed_at"], r["state"]) for r in rows]
+
+
+def _quarantined_row(conn: Conn, vault: db.Vault, path: str) -> dict[str, Any]:
+    row = conn.execute(
+        """
+        SELECT a.path, a.risk, a.blob_sha, a.findings, a.first_seen_at, a.updated_at,
+               w.blob_sha AS allowed_blob_sha, w.allowed_at
+          FROM memory_secure_audit a
+          LEFT JOIN audit_allow w ON w.vault_id = a.vault_id AND w.path = a.path
+         WHERE a.vault_id = %s AND a.path = %s
+        """,
+        (vault.id, path),
+    ).fetchone()
+    if row is None:
+        raise AuditPathError(
+            f"{path!r} is not quarantined in vault {vault.name}: "
+            "`vaultmem audit list` shows what is (paths are relative to the vault root)"
+        )
+    return dict(row)
+
+
+def rescan(settings: Settings, path: str, data: bytes) -> list[Finding]:
+    """The policy's findings for one file's bytes, decided exactly as the ingester decides.
+
+    Files that are not notes (e.g. `.env`) are judged by their path alone, as in ingest."""
+    sensitive = SensitivePolicy.from_settings(settings)
+    if PathPolicy.from_settings(settings).verdict(path) is not None:
+        return sensitive.scan(path, "", None, ())
+    try:
+        text = decode_note(data, settings.max_file_bytes)
+    except NoteSkipped:
+        return sensitive.scan(path, "", None, ())
+    text = strip_private_spans(text)
+    note = parse_note(path, text, max_chunk_chars=settings.max_chunk_chars)
+    return sensitive.scan(path, text, note.front_matter, note.tags)
+
+
+def show(conn: Conn, settings: Settings, vault: db.Vault, path: str) -> QuarantineDetail:
+    """Why `path` is quarantined: each finding's rule, category, line and a masked preview.
+
+    The previews come from re-scanning the file's blob at HEAD (the quarantined blob if HEAD no
+    longer has the path); the audit table itself never holds any part of a matched value."""
+    row = _quarantined_row(conn, vault, path)
+    conn.commit()
+    head = gitdiff.head_commit(vault.root)
+    tree = gitdiff.ls_tree(vault.root, head) if head else {}
+    blob: str | None = row["blob_sha"]
+    if path in tree and tree[path][0] != "160000":
+        blob = tree[path][1]
+    notice: str | None = None
+    findings: list[FindingView] = []
+    try:
+        with gitdiff.BlobReader(vault.root) as reader:
+            data = reader.read(str(blob))
+        findings = [
+            FindingView(f.rule_id, f.category, f.line, f.masked)
+            for f in rescan(settings, path, data)
+        ]
+    except GitError:
+        blob = None
+        notice = "the file's content is no longer in the repository; previews are unavailable"
+    if blob is not None and not findings:
+        notice = (
+            "a re-scan finds nothing now (the rules or settings changed): "
+            "run `vaultmem rebuild` to index it"
+        )
+    elif blob is not None and blob != row["blob_sha"]:
+        notice = "HEAD holds a newer version than the index: run `vaultmem ingest` to re-scan it"
+    if not findings:
+        findings = [
+            FindingView(f["rule"], f["category"], f["line"], "") for f in row["findings"] or []
+        ]
+    return QuarantineDetail(
+        path=path,
+        risk=row["risk"],
+        blob_sha=row["blob_sha"],
+        scanned_blob_sha=blob,
+        first_seen_at=row["first_seen_at"],
+        updated_at=row["updated_at"],
+        allowed_blob_sha=row["allowed_blob_sha"],
+        allowed_at=row["allowed_at"],
+        findings=findings,
+        notice=notice,
+    )
+
+
+# --- decisions ------------------------------------------------------------------------------
+
+
+def _state(conn: Conn, vault_id: int, path: str) -> str:
+    kind = store.known_paths(conn, vault_id).get(path)
+    if kind is None:
+        return "not in HEAD"
+    return {"note": "indexed"}.get(kind[0], kind[0])
+
+
+def _decide(
+    conn: Conn,
+    vault: db.Vault,
+    path: str,
+    action: str,
+    root: Path | None,
+    settings: Settings | None,
+    embedder: Embedder | None,
+    embed: bool,
+) -> Decision:
+    """Record or drop a decision and re-decide `path` at HEAD, under the vault's writer lock.
+
+    The index is first brought to HEAD (the same pass the git hooks run), so the decision is
+    checked against, and bound to, what HEAD holds rather than a stale index."""
+    root = Path(root) if root is not None else vault.root
+    settings = settings or load_settings(root)
+    files = ingest.state_files(root)
+    result = ingest.IngestResult(mode="review")
+    with ingest._lock(files, wait=True):
+        conn.commit()  # the passes below manage their own transactions
+        ing = ingest.Ingester(settings, conn, vault, embedder=embedder)
+        files.pending.unlink(missing_ok=True)
+        ingest.index_pass(ing, result)
+        head = result.to_commit
+        tree = gitdiff.ls_tree(root, head) if head else {}
+        with conn.transaction():
+            if action == "allowed":
+                bound = _record_allow(conn, vault, path, tree)
+            else:
+                bound = _drop_allow(conn, vault, path)
+            if path in tree:
+                mode, blob = tree[path]
+                known = store.known_paths(conn, vault.id).get(path)
+                with gitdiff.BlobReader(root) as reader:
+                    ing.process(reader, result, path, mode, blob, head or "", known, force=True)
+        if embed:
+            ing.drain_backlog(result)
+        state = _state(conn, vault.id, path)
+        conn.commit()
+    if files.pending.exists():
+        # A commit landed while we held the lock; its trigger handed the work to us.
+        ingest.catch_up(settings, root, embed=embed, embedder=embedder)
+    return Decision(action, path, bound, state, result)
+
+
+def _record_allow(conn: Conn, vault: db.Vault, path: str, tree: dict[str, tuple[str, str]]) -> str:
+    row = _quarantined_row(conn, vault, path)
+    if path not in tree:
+        raise AuditPathError(
+            f"{path!r} is not in HEAD of {vault.root}: only committed files can be allowed"
+        )
+    blob = tree[path][1]
+    if blob != row["blob_sha"]:
+        raise AuditPathError(
+            f"the index holds another version of {path!r} than HEAD: "
+            "run `vaultmem ingest`, review it with `vaultmem audit show`, then allow it"
+        )
+    conn.execute(
+        """
+        INSERT INTO audit_allow (vault_id, path, blob_sha) VALUES (%s, %s, %s)
+        ON CONFLICT (vault_id, path) DO UPDATE SET blob_sha = EXCLUDED.blob_sha, allowed_at = now()
+        """,
+        (vault.id, path, blob),
+    )
+    return blob
+
+
+def _drop_allow(conn: Conn, vault: db.Vault, path: str) -> str:
+    row = conn.execute(
+        "DELETE FROM audit_allow WHERE vault_id = %s AND path = %s RETURNING blob_sha",
+        (vault.id, path),
+    ).fetchone()
+    if row is None:
+        raise AuditPathError(
+            f"{path!r} was never allowed in vault {vault.name}: "
+            "`vaultmem audit list` shows the allowed files"
+        )
+    return str(row["blob_sha"])
+
+
+def allow(
+    conn: Conn,
+    vault: db.Vault,
+    path: str,
+    root: Path | None = None,
+    *,
+    settings: Settings | None = None,
+    embedder: Embedder | None = None,
+    embed: bool = True,
+) -> Decision:
+    """Mark a quarantined file a reviewed false positive and index it now.
+
+    Bound to the file's blob at HEAD, so any later edit is scanned (and quarantined) again.
+    Refuses (AuditPathError) if the path is not quarantined or not committed at HEAD."""
+    return _decide(conn, vault, path, "allowed", root, settings, embedder, embed)
+
+
+def revoke(
+    conn: Conn,
+    vault: db.Vault,
+    path: str,
+    root: Path | None = None,
+    *,
+    settings: Settings | None = None,
+    embedder: Embedder | None = None,
+    embed: bool = True,
+) -> Decision:
+    """Withdraw an `allow`: the file is scanned again at once and quarantined if it still hits."""
+    return _decide(conn, vault, path, "revoked", root, settings, embedder, embed)
+
+
+# --- paths as users type them ------------------------------------------------------------------
+
+
+def vault_path(root: Path, raw: str, cwd: Path | None = None) -> str:
+    """A path as typed -> the vault-relative, `/`-separated path the index uses.
+
+    Absolute paths, and paths that exist relative to a current directory inside the vault, are
+    resolved like git resolves them; anything else is taken as vault-relative already (the form
+    `audit list` prints)."""
+    root = root.resolve()
+    cwd = (cwd or Path.cwd()).resolve()
+    typed = Path(raw)
+    if typed.is_absolute():
+        candidate = typed
+    elif (cwd == root or root in cwd.parents) and (cwd / typed).exists():
+        candidate = cwd / typed
+    else:
+        candidate = root / typed
+    candidate = Path(os.path.normpath(candidate))
+    for base in (candidate, candidate.parent.resolve() / candidate.name):
+        try:
+            rel = base.relative_to(root)
+        except ValueError:
+            continue
+        if rel.parts and rel.parts[0] != "..":
+            return rel.as_posix()
+    raise AuditPathError(f"{raw} is not inside the vault {root}")

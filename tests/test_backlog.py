@@ -1,0 +1,86 @@
+"""Embedding backlog: a commit is searchable by text at once, by vector once the backlog drains;
+a model change never mixes vectors and re-embeds through the backlog."""
+
+from __future__ import annotations
+
+import time
+
+from click.testing import CliRunner
+
+from embedding_servers import FailingEmbeddingServer, Reply
+from indexing import index, snapshot
+from vaultmem import db, hooks, store
+from vaultmem.cli import cli
+from vaultmem.config import load_settings
+from vaultmem.embed import get_embedder
+from vaultmem.query import search
+
+
+def test_a_note_committed_behind_a_large_backlog_is_found_lexically_at_once(
+    conn, vault, monkeypatch
+) -> None:
+    for i in range(60):
+        vault.write(f"bulk/{i:02}.md", f"# Bulk {i}\n\nfiller text number {i} about gardening\n")
+    vault.commit()
+    # A slow embedding service: every call takes a while, so the backlog lasts.
+    slow = Reply(delay=0.4)
+    with FailingEmbeddingServer(then=slow, dimension=16) as srv:
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_PROVIDER", "openai")
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_BASE_URL", srv.base_url)
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_MODEL", "slow-test-model")
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_BATCH_SIZE", "2")
+        index(vault.root, embed=False)  # text only: 60 notes waiting for vectors
+        settings = load_settings(vault.root)
+        embedder = get_embedder(settings)
+        vid = db.find_vault(conn, vault.root).id
+        assert store.backlog_size(conn, vid, embedder.model_id) == 60
+        conn.commit()
+
+        hooks.install(vault.root)
+        vault.write("new/zebra.md", "# Zebra crossing\n\nThe quokka xylophone rehearsal is on Tuesday.\n")
+        vault.commit()
+        deadline = time.monotonic() + 15
+        hits = []
+        while time.monotonic() < deadline and not hits:
+            hits = search(conn, vid, "quokka xylophone", embedder, mode="lexical")
+            conn.commit()
+            time.sleep(0.1)
+        assert hits and hits[0].path == "new/zebra.md"
+        # The backlog is still far from drained: the note was not waiting behind it.
+        assert store.backlog_size(conn, vid, embedder.model_id) > 10
+        conn.commit()
+        # Once the backlog drains, vector search finds it too.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and store.backlog_size(conn, vid, embedder.model_id):
+            conn.commit()
+            time.sleep(0.5)
+        conn.commit()
+        assert store.backlog_size(conn, vid, embedder.model_id) == 0
+        # The fake service maps equal texts to equal vectors: query with the chunk's own text.
+        text = conn.execute(
+            "SELECT content FROM memory_primary WHERE vault_id = %s AND path = 'new/zebra.md'",
+            (vid,),
+        ).fetchone()["content"]
+        hits = search(conn, vid, text, embedder, mode="vector", gated=False)
+        assert "new/zebra.md" in [h.path for h in hits]
+
+
+def test_a_model_change_reembeds_without_mixing_vectors(conn, vault, monkeypatch) -> None:
+    vault.write("a.md", "# A\n\napples and pears\n")
+    vault.write("b.md", "# B\n\nbananas\n")
+    vault.commit()
+    index(vault.root)
+    old = {c[7] for c in snapshot(conn, vault.root)["chunks"]}
+    assert old == {"hash:v1-64"}
+    monkeypatch.setenv("VAULTMEM_EMBEDDING_MODEL", "32")  # the hash provider at 32 dimensions
+    result = index(vault.root)
+    assert result.embedded == 2 and result.backlog == 0
+    snap = snapshot(conn, vault.root)
+    assert {c[7] for c in snap["chunks"]} == {"hash:v1-32"}
+    assert all(len(c[6].strip("[]").split(",")) == 32 for c in snap["chunks"])
+    data = CliRunner().invoke(cli, ["status", "--json"]).stdout
+    assert "hash:v1-32" in data
+    # Switching back reuses the cached vectors of the first model: nothing is embedded.
+    monkeypatch.setenv("VAULTMEM_EMBEDDING_MODEL", "64")
+    back = index(vault.root)
+    assert back.embedded == 0 and back.reused == 2

@@ -53,9 +53,7 @@ def load_pages(clone: Path) -> dict[str, tuple[str, str, str, str]]:
             desc = re.search(r"^> (.+)$", text, re.M)
             if not desc:
                 break
-            body = "\n".join(
-                line for line in text.splitlines() if not line.startswith(">")
-            ).strip()
+            body = "\n".join(line for line in text.splitlines() if not line.startswith(">")).strip()
             parts += [desc.group(1).strip(), body]
         if len(parts) == 4 and len(parts[0]) > 12 and len(parts[2]) > 4:
             out[zh.stem] = tuple(parts)
@@ -78,9 +76,7 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="vm-mixed-"))
     clone = tmp / "tldr"
-    subprocess.run(
-        ["git", "clone", "-q", "-b", "replay-main", str(BUNDLE), str(clone)], check=True
-    )
+    subprocess.run(["git", "clone", "-q", "-b", "replay-main", str(BUNDLE), str(clone)], check=True)
     pages = load_pages(clone)
     rng = random.Random(args.seed)
     commands = rng.sample(sorted(pages), min(args.commands, len(pages)))
@@ -116,8 +112,13 @@ def main() -> None:
                 " content_hash, lexemes, embedding, model_id) VALUES (%s, %s, 0, '', %s, %s,"
                 " to_tsvector('simple', %s), %s, %s)",
                 (
-                    vault.id, path, texts[c], hashlib.sha256(texts[c].encode()).hexdigest(),
-                    lexeme_text(f"{c}\n\n{texts[c]}"), np.asarray(vec), embedder.model_id,
+                    vault.id,
+                    path,
+                    texts[c],
+                    hashlib.sha256(texts[c].encode()).hexdigest(),
+                    lexeme_text(f"{c}\n\n{texts[c]}"),
+                    np.asarray(vec),
+                    embedder.model_id,
                 ),
             )
         db.ensure_vector_index(conn, embedder.model_id, embedder.dimension)
@@ -127,7 +128,7 @@ def main() -> None:
             "vector": dict(mode="vector"),
             "lexical": dict(mode="lexical"),
             "plain RRF": dict(mode="hybrid", fusion=query.Fusion(impute_cross_script=False)),
-            "hybrid (vaultmem)": dict(mode="hybrid"),
+            "hybrid (default)": dict(mode="hybrid"),
         }
         results: dict[tuple[str, str], list[tuple[float, float]]] = {}
         top_sims: list[float] = []
@@ -144,11 +145,14 @@ def main() -> None:
                     )
                     if name == "vector" and hits and hits[0].vector_score is not None:
                         top_sims.append(hits[0].vector_score)
-        print(f"{len(commands)} notes ({sum(v == 'en' for v in lang.values())} English, "
-              f"{sum(v == 'zh' for v in lang.values())} Chinese), {2 * len(commands)} queries, "
-              f"embedder {embedder.model_id}")
-        print(f"{'':20} {'same nDCG@10':>13} {'cross nDCG@10':>14} {'all nDCG@10':>12} "
-              f"{'all R@5':>8}")
+        print(
+            f"{len(commands)} notes ({sum(v == 'en' for v in lang.values())} English, "
+            f"{sum(v == 'zh' for v in lang.values())} Chinese), {2 * len(commands)} queries, "
+            f"embedder {embedder.model_id}"
+        )
+        print(
+            f"{'':20} {'same nDCG@10':>13} {'cross nDCG@10':>14} {'all nDCG@10':>12} {'all R@5':>8}"
+        )
         for name in variants:
             same = results[(name, "same")]
             cross = results[(name, "cross")]
@@ -159,20 +163,25 @@ def main() -> None:
                 f"{np.mean([s[1] for s in both]):8.3f}"
             )
         noise = [
-            "let's talk about cooking pasta tonight", "what is the capital of France",
-            "write me a poem about the sea", "今天天氣怎麼樣", "推薦一部好看的電影",
-            "how many calories are in an apple", "tell me a joke", "我想學彈吉他",
+            "let's talk about cooking pasta tonight",
+            "what is the capital of France",
+            "write me a poem about the sea",
+            "今天天氣怎麼樣",
+            "推薦一部好看的電影",
+            "how many calories are in an apple",
+            "tell me a joke",
+            "我想學彈吉他",
         ]
         noise_sims = []
         for q in noise:
             hits = query.search(conn, vault.id, q, embedder, k=1, mode="vector", gated=False)
             noise_sims.append(hits[0].vector_score if hits else float("nan"))
-        print(f"top-hit cosine, real queries: p10 {np.percentile(top_sims, 10):.3f} "
-              f"median {np.median(top_sims):.3f}; unrelated prompts: max {max(noise_sims):.3f} "
-              f"median {np.median(noise_sims):.3f}")
-        gated = sum(
-            bool(query.search(conn, vault.id, q, embedder, k=5)) for q in noise
+        print(
+            f"top-hit cosine, real queries: p10 {np.percentile(top_sims, 10):.3f} "
+            f"median {np.median(top_sims):.3f}; unrelated prompts: max {max(noise_sims):.3f} "
+            f"median {np.median(noise_sims):.3f}"
         )
+        gated = sum(bool(query.search(conn, vault.id, q, embedder, k=5)) for q in noise)
         print(f"unrelated prompts that still inject something with the gate: {gated}/{len(noise)}")
         conn.close()
     finally:

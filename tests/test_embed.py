@@ -244,7 +244,7 @@ def test_openai_retries_a_429_after_retry_after() -> None:
         vectors = openai_embedder(server).embed_documents(["a", "b"])
     assert len(server.requests) == 2
     waited = server.requests[1].at - server.requests[0].at
-    assert 0.9 <= waited < 1.8
+    assert 0.9 <= waited < 2.5  # generous: CI machines stall
     assert np.allclose(vectors, [fake_vector("a", 8), fake_vector("b", 8)], atol=1e-6)
 
 
@@ -253,7 +253,7 @@ def test_openai_retries_a_500_then_succeeds() -> None:
         vectors = openai_embedder(server).embed_documents(["a"])
     assert len(server.requests) == 2 and vectors.shape == (1, 8)
     # the client's own exponential backoff: 0.5 s less up to 25% jitter
-    assert 0.3 <= server.requests[1].at - server.requests[0].at < 1.0
+    assert 0.3 <= server.requests[1].at - server.requests[0].at < 1.5
 
 
 def test_openai_gives_up_on_a_persistent_500_after_the_retries() -> None:
@@ -271,7 +271,7 @@ def test_openai_times_out_a_slow_server_within_a_bounded_time() -> None:
         with pytest.raises(EmbeddingError) as err:
             openai_embedder(server, timeout=0.3, max_retries=1).embed_documents(["a"])
         elapsed = time.monotonic() - started
-    assert elapsed < 2.5  # two 0.3 s attempts and one backoff, not the server's 5 s
+    assert elapsed < 3.0  # two 0.3 s attempts and one backoff, not the server's 5 s
     assert len(server.requests) == 2
     assert "VAULTMEM_EMBEDDING_TIMEOUT" in assert_one_clean_line(err)
 

@@ -73,8 +73,9 @@ def test_a_commit_is_indexed_in_the_background_by_the_hook(conn, vault) -> None:
 
     assert wait_for(indexed), (vault.root / ".git/vaultmem/ingest.log").read_text()
     assert [n[0] for n in snapshot(conn, vault.root)["notes"]] == ["a.md"]
-    log = (vault.root / ".git" / "vaultmem" / "ingest.log").read_text()
-    assert " ok " in log
+    log = vault.root / ".git" / "vaultmem" / "ingest.log"
+    # The line is written once the run (embedding included) is over: after the watermark moved.
+    assert wait_for(lambda: " ok " in log.read_text()), log.read_text()
     assert not (vault.root / "ingest.log").exists()  # nothing in the work tree
 
 

@@ -75,8 +75,10 @@ def merge_hook(
         )
     wanted = {"type": "command", "command": command, "timeout": timeout}
     found = False
+    new_groups: list[Any] = []
     for group in groups:
         if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+            new_groups.append(group)
             continue
         kept = []
         for entry in group["hooks"]:
@@ -86,11 +88,11 @@ def merge_hook(
                 found = True
                 entry = {**entry, **wanted}
             kept.append(entry)
-        group["hooks"] = kept
+        if kept or not group["hooks"]:
+            new_groups.append({**group, "hooks": kept})  # groups emptied by de-duplication go
     if not found:
-        groups.append({"hooks": [wanted]})
-    # Drop groups emptied by de-duplication.
-    hooks[EVENT] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
+        new_groups.append({"hooks": [wanted]})
+    hooks[EVENT] = new_groups
     return out, out != settings
 
 

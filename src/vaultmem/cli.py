@@ -621,7 +621,9 @@ def _echo_vault_health(v: dict[str, Any]) -> None:
     click.echo(f"  index: {where}")
     run = v["last_run"]
     if run:
-        counts = ", ".join(f"{n} {k}" for k, n in run.get("counts", {}).items())
+        order = ("added", "updated", "unchanged", "deleted", "renamed", "quarantined", "skipped")
+        got = run.get("counts") or {}
+        counts = ", ".join(f"{got[k]} {k}" for k in order if k in got)
         errors = run.get("errors") or []
         outcome = f"FAILED: {'; '.join(errors)}" if errors else "ok"
         click.echo(
@@ -653,17 +655,36 @@ def _registered_vault(conn: Any, root: Path) -> Any:
 
 @cli.command(name="query")
 @click.argument("text")
-@click.option("--k", "k", default=5, show_default=True, type=click.IntRange(1, 100),
-              help="How many notes to return.")
+@click.option(
+    "--k",
+    "k",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="How many notes to return.",
+)
 @json_option
 @click.option("--explain", is_flag=True, help="Show each hit's score breakdown.")
 @click.option("--path", "path_prefix", metavar="PREFIX", help="Only notes under this path prefix.")
 @click.option("--tag", help="Only notes with this tag.")
-@click.option("--mode", type=click.Choice(["hybrid", "vector", "lexical"]), default="hybrid",
-              show_default=True, help="Retrievers to use.")
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "vector", "lexical"]),
+    default="hybrid",
+    show_default=True,
+    help="Retrievers to use.",
+)
 @vault_option
-def query_cmd(text: str, k: int, as_json: bool, explain: bool, path_prefix: str | None,
-              tag: str | None, mode: str, vault: str | None) -> None:
+def query_cmd(
+    text: str,
+    k: int,
+    as_json: bool,
+    explain: bool,
+    path_prefix: str | None,
+    tag: str | None,
+    mode: str,
+    vault: str | None,
+) -> None:
     """Search the vault's notes: one hit (its best chunk) per note, best first.
 
     Hybrid mode fuses vector similarity and full-text search (Chinese and Japanese included);
@@ -676,12 +697,30 @@ def query_cmd(text: str, k: int, as_json: bool, explain: bool, path_prefix: str 
     settings = load_settings(root)
     with db.connect(settings) as conn:
         v = _registered_vault(conn, root)
-        hits = query.search(conn, v.id, text, get_embedder(settings), k=k,
-                            path_prefix=path_prefix, tag=tag, mode=mode,
-                            min_score=settings.min_score)
+        hits = query.search(
+            conn,
+            v.id,
+            text,
+            get_embedder(settings),
+            k=k,
+            path_prefix=path_prefix,
+            tag=tag,
+            mode=mode,
+            min_score=settings.min_score,
+        )
     if as_json:
-        _print_json([{**h.breakdown(), "heading": h.heading, "title": h.title,
-                      "tags": list(h.tags), "text": h.text} for h in hits])
+        _print_json(
+            [
+                {
+                    **h.breakdown(),
+                    "heading": h.heading,
+                    "title": h.title,
+                    "tags": list(h.tags),
+                    "text": h.text,
+                }
+                for h in hits
+            ]
+        )
         return
     if not hits:
         click.echo("no relevant notes", err=True)
@@ -692,29 +731,61 @@ def query_cmd(text: str, k: int, as_json: bool, explain: bool, path_prefix: str 
         snippet = " ".join(h.text.split())
         click.echo(f"   {snippet[:160]}{'…' if len(snippet) > 160 else ''}")
         if explain:
-            vec = (f"vector #{h.vector_rank} (cos {h.vector_score:.3f})"
-                   if h.vector_rank is not None else "vector -")
-            lex = (f"lexical #{h.lexical_rank} (ts_rank_cd {h.lexical_score:.4f})"
-                   if h.lexical_rank is not None
-                   else "lexical imputed (other script)" if h.lexical_imputed else "lexical -")
-            click.echo(f"   {vec}; {lex}; {h.matched_terms} terms matched; "
-                       f"fused {h.fused:.5f}; commit {h.commit_sha[:7]}")
+            vec = (
+                f"vector #{h.vector_rank} (cos {h.vector_score:.3f})"
+                if h.vector_rank is not None
+                else "vector -"
+            )
+            lex = (
+                f"lexical #{h.lexical_rank} (ts_rank_cd {h.lexical_score:.4f})"
+                if h.lexical_rank is not None
+                else "lexical imputed (other script)"
+                if h.lexical_imputed
+                else "lexical -"
+            )
+            click.echo(
+                f"   {vec}; {lex}; {h.matched_terms} terms matched; "
+                f"fused {h.fused:.5f}; commit {h.commit_sha[:7]}"
+            )
 
 
 @cli.command(name="context")
 @click.argument("text", required=False, default="")
-@click.option("--max-chars", type=click.IntRange(0, None), default=None,
-              help="Budget for the notes block. Default: VAULTMEM_CONTEXT_MAX_CHARS (2500).")
-@click.option("--memory/--no-memory", default=True, show_default=True,
-              help="Include the standing preferences (MEMORY.md) block first.")
+@click.option(
+    "--max-chars",
+    type=click.IntRange(0, None),
+    default=None,
+    help="Budget for the notes block. Default: VAULTMEM_CONTEXT_MAX_CHARS (2500).",
+)
+@click.option(
+    "--memory/--no-memory",
+    default=True,
+    show_default=True,
+    help="Include the standing preferences (MEMORY.md) block first.",
+)
 @click.option("--memory-only", is_flag=True, help="Print only the preferences block.")
-@click.option("--fail-open", is_flag=True,
-              help="On any error or timeout print nothing and exit 0 (for scripts).")
-@click.option("--timeout", type=float, default=10.0, show_default=True,
-              help="With --fail-open: give up after this many seconds.")
+@click.option(
+    "--fail-open",
+    is_flag=True,
+    help="On any error or timeout print nothing and exit 0 (for scripts).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="With --fail-open: give up after this many seconds.",
+)
 @vault_option
-def context_cmd(text: str, max_chars: int | None, memory: bool, memory_only: bool,
-                fail_open: bool, timeout: float, vault: str | None) -> None:
+def context_cmd(
+    text: str,
+    max_chars: int | None,
+    memory: bool,
+    memory_only: bool,
+    fail_open: bool,
+    timeout: float,
+    vault: str | None,
+) -> None:
     """Print the context block for TEXT: preferences, then relevant notes, fenced as data.
 
     Prints nothing when there is nothing relevant. Uses VAULTMEM_VAULT or the git work tree
@@ -727,9 +798,15 @@ def context_cmd(text: str, max_chars: int | None, memory: bool, memory_only: boo
         base = load_settings()
         root = repo_root(Path(vault)) if vault else context.resolve_vault_root(base)
         settings = load_settings(root) if root is not None else base
-        return context.build_context(settings, text, vault_root=root, include_memory=memory,
-                                     include_notes=not memory_only, max_chars=max_chars,
-                                     start_db=not fail_open)
+        return context.build_context(
+            settings,
+            text,
+            vault_root=root,
+            include_memory=memory,
+            include_notes=not memory_only,
+            max_chars=max_chars,
+            start_db=not fail_open,
+        )
 
     if not fail_open:
         out = build()
@@ -744,11 +821,20 @@ def context_cmd(text: str, max_chars: int | None, memory: bool, memory_only: boo
 
 
 @cli.command(name="claude-hook")
-@click.option("--timeout", type=float, default=3.0, show_default=True,
-              help="Give up (printing nothing) after this many seconds.")
-@click.option("--memory/--no-memory", default=True, show_default=True,
-              help="Include the preferences block (the wrapper already puts it in the system "
-                   "prompt, so it passes --no-memory).")
+@click.option(
+    "--timeout",
+    type=float,
+    default=3.0,
+    show_default=True,
+    help="Give up (printing nothing) after this many seconds.",
+)
+@click.option(
+    "--memory/--no-memory",
+    default=True,
+    show_default=True,
+    help="Include the preferences block (the wrapper already puts it in the system "
+    "prompt, so it passes --no-memory).",
+)
 def claude_hook(timeout: float, memory: bool) -> None:
     """Claude Code UserPromptSubmit hook: reads the hook JSON on stdin, prints the context.
 
@@ -768,11 +854,20 @@ def claude_hook(timeout: float, memory: bool) -> None:
 
 
 @cli.command(name="claude-install")
-@click.option("--project", "scope", flag_value="project", default=True,
-              help="This project's .claude/settings.json (default).")
+@click.option(
+    "--project",
+    "scope",
+    flag_value="project",
+    default=True,
+    help="This project's .claude/settings.json (default).",
+)
 @click.option("--user", "scope", flag_value="user", help="Your ~/.claude/settings.json.")
-@click.option("--project-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Project root. Default: the git work tree around the current directory.")
+@click.option(
+    "--project-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Project root. Default: the git work tree around the current directory.",
+)
 def claude_install(scope: str, project_dir: Path | None) -> None:
     """Register `vaultmem claude-hook` as a Claude Code UserPromptSubmit hook.
 

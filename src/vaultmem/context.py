@@ -129,6 +129,7 @@ def render_context(hits: Sequence[RenderableHit], *, max_chars: int = 2500) -> s
     Returns "" when there are no hits or not even one entry fits. When the budget is tight the
     weakest hits are dropped before any entry is cut below MIN_ENTRY_TEXT characters.
     """
+    hits = [h for h in hits if h.text.strip()]
     head = f"<{CONTEXT_TAG}>\n{CONTEXT_PREAMBLE}\n"
     tail = f"</{CONTEXT_TAG}>"
     bodies = [escape_text(h.text.strip()) for h in hits]
@@ -138,7 +139,9 @@ def render_context(hits: Sequence[RenderableHit], *, max_chars: int = 2500) -> s
         fixed = len(head) + len(tail) + sum(len(o) + len(_ENTRY_CLOSE) for o in opens[:n])
         budget = max_chars - fixed
         alloc = water_fill([len(b) for b in bodies[:n]], budget)
-        if all(a >= min(len(b), MIN_ENTRY_TEXT) for a, b in zip(alloc, bodies[:n], strict=True)):
+        if budget >= 0 and all(
+            a >= min(len(b), MIN_ENTRY_TEXT) for a, b in zip(alloc, bodies[:n], strict=True)
+        ):
             break
         n -= 1
     if n == 0:

@@ -72,6 +72,7 @@ def get_embedder(settings: Settings, *, expected_dimension: int | None = None) -
 
     `expected_dimension` is the vector size the existing index holds; an embedder that would
     produce another size fails with EmbeddingError instead of writing vectors the index rejects.
+    For "hash", VAULTMEM_EMBEDDING_MODEL may be a number: the dimension (default 64).
     """
     provider = settings.embedding_provider
     model = settings.embedding_model.strip()

@@ -38,9 +38,18 @@ def render_block(command: str) -> str:
 if [ -d .git ]; then vaultmem_dir=.git/vaultmem
 else vaultmem_dir=$(git rev-parse --absolute-git-dir 2>/dev/null)/vaultmem; fi
 [ -d "$vaultmem_dir" ] || mkdir -p "$vaultmem_dir" 2>/dev/null
-vaultmem_detach=; command -v setsid >/dev/null 2>&1 && vaultmem_detach=setsid
-( $vaultmem_detach nohup {command} ingest --from-hook \\
-    >>"$vaultmem_dir/ingest.log" 2>&1 </dev/null & ) >/dev/null 2>&1
+# Mark a pass as needed. An ingester holding the lock sees the mark and loops, so a burst of
+# commits starts one Python process, not one per commit (each would slow the next commits).
+: >"$vaultmem_dir/pending" 2>/dev/null
+if ! command -v flock >/dev/null 2>&1 || flock -n "$vaultmem_dir/ingest.lock" true 2>/dev/null
+then
+  vaultmem_detach=; command -v setsid >/dev/null 2>&1 && vaultmem_detach=setsid
+  # Low CPU priority, for the new session's autogroup too (Linux schedules sessions as
+  # groups, where plain nice would not count): indexing must not slow the next commit.
+  ( $vaultmem_detach sh -c '{{ echo 10 >/proc/self/autogroup; }} 2>/dev/null
+      exec nice -n 10 "$@"' vaultmem nohup {command} ingest --from-hook \\
+      >>"$vaultmem_dir/ingest.log" 2>&1 </dev/null & ) >/dev/null 2>&1
+fi
 true
 {END}
 """

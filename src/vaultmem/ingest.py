@@ -548,9 +548,15 @@ def _run_passes(
     return total
 
 
+# When one run made several passes it reports the most thorough one: a rebuild that caught up
+# a commit landing mid-way is still a rebuild, and a run with nothing to do says "current".
+_MODE_RANK = {"current": 0, "changes-file": 1, "incremental": 2, "reconcile": 3, "rebuild": 4}
+
+
 def _merge(total: IngestResult, part: IngestResult) -> None:
-    if part.mode != "current" or total.mode == "incremental" and total.to_commit is None:
-        total.mode = part.mode if part.mode != "current" else total.mode
+    fresh = total.to_commit is None and total.from_commit is None and total.mode == "incremental"
+    if fresh or _MODE_RANK.get(part.mode, 0) > _MODE_RANK.get(total.mode, 0):
+        total.mode = part.mode
     total.from_commit = total.from_commit or part.from_commit
     total.to_commit = part.to_commit or total.to_commit
     for k in (

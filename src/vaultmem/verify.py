@@ -8,15 +8,18 @@ text no longer matches a fresh parse of the blob are drift too when `deep` is as
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from . import gitdiff, store
 from .config import Settings
-from .ingest import Ingester, _open
+from .ingest import MAX_PATH_BYTES, Ingester, _open, classify
 from .markdown import NoteSkipped, decode_note, parse_note
-from .policy import strip_private_spans
+from .policy import PathPolicy, SensitivePolicy, strip_private_spans
 
 
 @dataclass
@@ -34,6 +37,7 @@ class VerifyReport:
     outdated: list[str] = field(default_factory=list)
     wrong_kind: list[str] = field(default_factory=list)
     chunk_mismatch: list[str] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # indexed, with a caveat
     last_run: dict[str, Any] | None = None
 
     @property
@@ -46,11 +50,17 @@ class VerifyReport:
         return {**asdict(self), "drift": self.drift}
 
 
-def _commits_behind(root: Path, watermark: str | None, head: str | None) -> int:
+def commits_behind(root: Path, watermark: str | None, head: str | None) -> int:
+    """Commits in HEAD's history that the index has not caught up with; -1 when unknown
+    (nothing indexed yet, or the watermark is not in this history: amend, reset, rebase)."""
     if head is None or watermark == head:
         return 0
-    if watermark is None or not gitdiff.commit_exists(root, watermark):
-        return -1  # unknown: the watermark is not in this history
+    if (
+        watermark is None
+        or not gitdiff.commit_exists(root, watermark)
+        or not gitdiff.is_ancestor(root, watermark, head)
+    ):
+        return -1
     import subprocess
 
     out = subprocess.run(
@@ -60,6 +70,32 @@ def _commits_behind(root: Path, watermark: str | None, head: str | None) -> int:
         text=True,
     )
     return int(out.stdout.strip() or 0) if out.returncode == 0 else -1
+
+
+def unrecordable_skips(
+    settings: Settings, root: Path, tree: dict[str, tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """Skips no table can hold (paths too long to be a key), found in HEAD's tree."""
+    long = {p: e for p, e in tree.items() if len(os.fsencode(p)) > MAX_PATH_BYTES}
+    if not long:
+        return []
+    paths, sensitive = PathPolicy.from_settings(settings), SensitivePolicy.from_settings(settings)
+    out = []
+    for path, (mode, blob) in sorted(long.items()):
+        kind, reason = classify(paths, sensitive, path, mode)
+        if kind == "unrecordable":
+            out.append({"path": path, "reason": reason, "blob_sha": blob})
+    return out
+
+
+def note_warnings(conn: psycopg.Connection, vault_id: int) -> list[dict[str, Any]]:
+    """Notes indexed with a caveat (e.g. malformed front matter indexed as plain text)."""
+    rows: list[Any] = conn.execute(
+        "SELECT path, warnings FROM memory_notes WHERE vault_id = %s"
+        " AND cardinality(warnings) > 0 ORDER BY path",
+        (vault_id,),
+    ).fetchall()
+    return [{"path": r["path"], "warnings": list(r["warnings"])} for r in rows]
 
 
 def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyReport:
@@ -72,18 +108,24 @@ def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyRepor
         report = VerifyReport(
             head=head,
             watermark=st.watermark,
-            commits_behind=_commits_behind(root, st.watermark, head),
+            commits_behind=commits_behind(root, st.watermark, head),
             notes=sum(1 for k, _ in known.values() if k == "note"),
             quarantined=sum(1 for k, _ in known.values() if k == "quarantined"),
             skipped=store.skipped(conn, vault.id),
             backlog=store.backlog_size(conn, vault.id, ing.embedder.model_id),
             model_id=ing.embedder.model_id,
+            warnings=note_warnings(conn, vault.id),
             last_run=st.last_run,
         )
         tree = gitdiff.ls_tree(root, head) if head else {}
+        report.skipped.extend(unrecordable_skips(settings, root, tree))
         for path, (mode, blob) in tree.items():
             kind, _ = ing.classify(path, mode)
             have = known.get(path)
+            if kind == "unrecordable":
+                if have is not None:
+                    report.wrong_kind.append(path)
+                continue
             if kind == "ignore":
                 if have is not None:
                     report.ghosts.append(path)
@@ -128,3 +170,47 @@ def _deep_check(ing, conn, vault_id, tree, known, settings) -> list[str]:  # typ
             if [c.content_hash for c in note.chunks] != stored.get(path, []):
                 bad.append(path)
     return bad
+
+
+def _last_line(path: Path, max_bytes: int = 4096) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - max_bytes))
+            lines = f.read().decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        return None
+    return lines[-1] if lines else None
+
+
+def vault_status(conn: psycopg.Connection, stats: dict[str, Any]) -> dict[str, Any]:
+    """One row of `db.vault_stats` plus what makes a silent failure visible: HEAD and how far
+    the index is behind it, the last run's outcome, the last hook log line, every skip with its
+    reason and every note indexed with a warning. Never raises for a broken vault folder."""
+    from .config import load_settings
+    from .errors import VaultmemError
+
+    root = Path(stats["root"])
+    out: dict[str, Any] = {
+        **stats,
+        "head": None,
+        "commits_behind": None,
+        "problem": None,
+        "hook_log_last": None,
+        "skipped_files": store.skipped(conn, stats["id"]),
+        "warnings": note_warnings(conn, stats["id"]),
+    }
+    conn.commit()
+    try:
+        if not root.is_dir():
+            raise VaultmemError(f"the vault folder {root} is gone")
+        head = gitdiff.head_commit(root)
+        out["head"] = head
+        out["commits_behind"] = commits_behind(root, stats["watermark"], head)
+        tree = gitdiff.ls_tree(root, head) if head else {}
+        out["skipped_files"] += unrecordable_skips(load_settings(root), root, tree)
+        out["hook_log_last"] = _last_line(gitdiff.git_dir(root) / "vaultmem" / "ingest.log")
+    except VaultmemError as exc:
+        out["problem"] = str(exc)
+    out["skipped"] = len(out["skipped_files"])
+    return out

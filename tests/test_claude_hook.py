@@ -1,0 +1,259 @@
+"""`vaultmem claude-hook` fails open and fast; the settings merge keeps other hooks."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_agent_wrapper import indexed_vault  # noqa: F401 - fixture
+
+from vaultmem.claude_settings import (
+    EVENT,
+    install_claude_hook,
+    merge_hook,
+    session_settings,
+)
+from vaultmem.cli import cli
+from vaultmem.errors import ConfigError
+
+
+def run_hook(
+    stdin: bytes, env: dict[str, str] | None = None, *args: str
+) -> tuple[subprocess.CompletedProcess[bytes], float]:
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "vaultmem", "claude-hook", *args],
+        input=stdin,
+        env=env or dict(os.environ),
+        capture_output=True,
+        timeout=60,
+    )
+    return proc, time.monotonic() - start
+
+
+def payload(prompt: str, cwd: Path) -> bytes:
+    return json.dumps(
+        {
+            "session_id": "abc123",
+            "transcript_path": "/tmp/t.jsonl",
+            "cwd": str(cwd),
+            "permission_mode": "default",
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": prompt,
+        }
+    ).encode()
+
+
+def test_prints_context_for_a_relevant_prompt(indexed_vault):  # noqa: F811
+    proc, _ = run_hook(payload("how do I restore a postgres backup", indexed_vault.root))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.decode()
+    assert out.startswith("<retrieved_context>")
+    assert 'path="ops/postgres-backup.md"' in out
+    assert len(out) <= 2500 + 1
+
+
+def test_content_free_prompt_prints_nothing(indexed_vault):  # noqa: F811
+    proc, _ = run_hook(payload("好的繼續", indexed_vault.root))
+    assert proc.returncode == 0 and proc.stdout == b""
+
+
+def test_includes_preferences_unless_told_not_to(indexed_vault, tmp_path):  # noqa: F811
+    memory = tmp_path / "prefs.md"
+    memory.write_text("Use tabs, never spaces.", encoding="utf-8")
+    env = dict(os.environ, VAULTMEM_MEMORY_FILE=str(memory))
+    proc, _ = run_hook(payload("restore postgres backup", indexed_vault.root), env)
+    assert b"Use tabs, never spaces." in proc.stdout
+    proc, _ = run_hook(payload("restore postgres backup", indexed_vault.root), env, "--no-memory")
+    assert b"Use tabs" not in proc.stdout and b"<retrieved_context>" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "stdin", [b"", b"not json", b"[1, 2]", b'{"prompt": 42}', b"\xff\xfe", b'{"cwd": "/"}']
+)
+def test_bad_input_prints_nothing_and_exits_0(stdin):
+    proc, _ = run_hook(stdin)
+    assert proc.returncode == 0
+    assert proc.stdout == b""
+
+
+def test_database_down_prints_nothing_quickly(tmp_path, vault):
+    vault.write("a.md", "x\n")
+    vault.commit()
+    env = dict(os.environ, VAULTMEM_DATABASE_URL="postgresql://nobody@127.0.0.1:1/none")
+    proc, elapsed = run_hook(payload("restore postgres backup", vault.root), env)
+    assert proc.returncode == 0
+    assert proc.stdout == b""
+    assert elapsed < 5
+
+
+def test_a_database_that_never_answers_is_cut_off_by_the_timeout(vault):
+    vault.write("a.md", "x\n")
+    vault.commit()
+    with socket.socket() as silent:  # accepts connections, never speaks
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        env = dict(os.environ, VAULTMEM_DATABASE_URL=f"postgresql://x@127.0.0.1:{port}/db")
+        proc, elapsed = run_hook(
+            payload("restore postgres backup", vault.root), env, "--timeout", "1"
+        )
+    assert proc.returncode == 0
+    assert proc.stdout == b""
+    assert elapsed < 4
+
+
+def test_other_events_are_ignored(indexed_vault):  # noqa: F811
+    data = json.loads(payload("restore postgres backup", indexed_vault.root))
+    data["hook_event_name"] = "Stop"
+    proc, _ = run_hook(json.dumps(data).encode())
+    assert proc.returncode == 0 and proc.stdout == b""
+
+
+# --- settings merge ---------------------------------------------------------------------------
+
+CMD = "/opt/vaultmem/bin/vaultmem claude-hook"
+
+EXISTING = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(git log:*)"]},
+    "hooks": {
+        "UserPromptSubmit": [
+            {"hooks": [{"type": "command", "command": "~/bin/branch-info.sh"}]},
+        ],
+        "PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "guard.sh"}]},
+        ],
+    },
+}
+
+
+def test_merge_keeps_other_hooks_and_settings():
+    merged, changed = merge_hook(EXISTING, CMD)
+    assert changed
+    assert merged["model"] == "opus" and merged["permissions"] == EXISTING["permissions"]
+    assert merged["hooks"]["PreToolUse"] == EXISTING["hooks"]["PreToolUse"]
+    groups = merged["hooks"][EVENT]
+    assert groups[0] == EXISTING["hooks"]["UserPromptSubmit"][0]
+    assert groups[1] == {"hooks": [{"type": "command", "command": CMD, "timeout": 10}]}
+    assert EXISTING["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"] == "~/bin/branch-info.sh"
+    assert len(EXISTING["hooks"]["UserPromptSubmit"]) == 1  # input untouched
+
+
+def test_merge_is_idempotent_and_updates_in_place():
+    once, _ = merge_hook(EXISTING, CMD)
+    twice, changed = merge_hook(once, CMD)
+    assert not changed and twice == once
+    moved, changed = merge_hook(once, "/new/place/vaultmem claude-hook")
+    assert changed
+    commands = [h["command"] for g in moved["hooks"][EVENT] for h in g["hooks"]]
+    assert commands == ["~/bin/branch-info.sh", "/new/place/vaultmem claude-hook"]
+
+
+def test_merge_into_empty_and_duplicate_cleanup():
+    assert session_settings(CMD) == {
+        "hooks": {EVENT: [{"hooks": [{"type": "command", "command": CMD, "timeout": 10}]}]}
+    }
+    dup = {"hooks": {EVENT: [{"hooks": [{"type": "command", "command": CMD}]}] * 2}}
+    merged, _ = merge_hook(dup, CMD)
+    assert sum(len(g["hooks"]) for g in merged["hooks"][EVENT]) == 1
+
+
+@pytest.mark.parametrize("bad", [[], {"hooks": []}, {"hooks": {EVENT: {}}}])
+def test_merge_refuses_shapes_it_does_not_understand(bad):
+    with pytest.raises(ConfigError):
+        merge_hook(bad, CMD)  # type: ignore[arg-type]
+
+
+def test_install_project_and_user_scope(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    project = tmp_path / "proj"
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps(EXISTING), encoding="utf-8")
+    path = install_claude_hook("project", project, command=CMD)
+    assert path == settings
+    first = settings.read_text(encoding="utf-8")
+    install_claude_hook("project", project, command=CMD)
+    assert settings.read_text(encoding="utf-8") == first
+    data = json.loads(first)
+    assert data["hooks"]["PreToolUse"] == EXISTING["hooks"]["PreToolUse"]
+    user = install_claude_hook("user", command=CMD)
+    assert user == tmp_path / "home" / ".claude" / "settings.json"
+    assert (
+        json.loads(user.read_text(encoding="utf-8"))["hooks"][EVENT][0]["hooks"][0]["command"]
+        == CMD
+    )
+
+
+def test_install_refuses_to_clobber_invalid_json(tmp_path):
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text("{ not json", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        install_claude_hook("project", tmp_path, command=CMD)
+    assert settings.read_text(encoding="utf-8") == "{ not json"
+
+
+def test_claude_install_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["claude-install", "--project-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / ".claude" / "settings.json").read_text(encoding="utf-8"))
+    [group] = data["hooks"][EVENT]
+    assert "claude-hook" in group["hooks"][0]["command"]
+
+
+# --- query and context commands ---------------------------------------------------------------
+
+
+def test_query_command_json_and_explain(indexed_vault):  # noqa: F811
+    runner = CliRunner()
+    args = ["query", "restore postgres backup", "--vault", str(indexed_vault.root)]
+    result = runner.invoke(cli, [*args, "--json", "--k", "3"])
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.output)
+    assert hits[0]["path"] == "ops/postgres-backup.md"
+    assert {"vector_rank", "lexical_rank", "fused", "score", "text"} <= set(hits[0])
+    result = runner.invoke(cli, [*args, "--explain", "--tag", "ops"])
+    assert result.exit_code == 0, result.output
+    assert "ops/postgres-backup.md" in result.output and "fused" in result.output
+
+
+def test_query_command_on_an_unregistered_vault_says_what_to_do(db_url, vault):
+    from vaultmem import db
+
+    with db.connect_url(db_url) as c:
+        db.apply_schema(c)
+    result = CliRunner().invoke(cli, ["query", "anything", "--vault", str(vault.root)])
+    assert result.exit_code == 1
+    assert "vaultmem init" in result.output
+
+
+def test_context_command_prints_the_block(indexed_vault, tmp_path):  # noqa: F811
+    memory = tmp_path / "prefs.md"
+    memory.write_text("Keep answers short.", encoding="utf-8")
+    env = dict(os.environ, VAULTMEM_MEMORY_FILE=str(memory))
+    cmd = [sys.executable, "-m", "vaultmem", "context", "--vault", str(indexed_vault.root)]
+    proc = subprocess.run(
+        [*cmd, "--max-chars", "800", "restore postgres backup"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    prefs, notes = proc.stdout.rstrip("\n").split("\n\n", 1)
+    assert prefs.startswith("<user_preferences") and "Keep answers short." in prefs
+    assert notes.startswith("<retrieved_context>") and len(notes) <= 800
+    proc = subprocess.run(
+        [*cmd, "--no-memory", "ok continue"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0 and proc.stdout == ""

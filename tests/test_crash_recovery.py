@@ -1,0 +1,133 @@
+"""Crash: SIGKILL the real ingester (and rebuild) at random points of a large catch-up.
+
+Kill delays are spread over the measured duration of an uninterrupted run, so they land while
+files are being written (mid-batch, mid-transaction), between batches, and while vectors are
+being stored. After every kill the index must be structurally sound; the next run must converge
+to exactly what a fresh build of HEAD holds, with `verify --deep` finding no drift.
+
+The long variant (20 kills, commits landing between crashes) runs with `pytest -m slow`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from indexing import fresh_build_snapshot, index, snapshot
+from reliability import index_state, invariants, note_text, vaultmem
+
+from vaultmem.config import load_settings
+from vaultmem.verify import verify
+
+# Small embedding batches: many one-transaction embedding steps for a kill to land in.
+EMBED_ENV = {"VAULTMEM_EMBEDDING_BATCH_SIZE": "16"}
+
+
+def _change_many(vault, rng: random.Random, start: int, new: int) -> None:
+    """One commit per kind of change, over the notes that exist: add, edit, delete, rename."""
+    existing = sorted(p.relative_to(vault.root).as_posix() for p in vault.root.rglob("*.md"))
+    for i in range(start, start + new):
+        vault.write(f"f{i % 7}/n{i:05}.md", note_text(rng, f"Note {i}"))
+    vault.commit(f"add {new}")
+    rng.shuffle(existing)
+    k = max(1, len(existing) // 6)
+    edit, delete, rename = existing[:k], existing[k : 2 * k], existing[2 * k : 3 * k]
+    for path in edit:
+        vault.write(path, note_text(rng, f"Edited {path}"))
+    vault.commit("edit")
+    for path in delete:
+        vault.delete(path)
+    vault.commit("delete")
+    for j, path in enumerate(rename):
+        vault.rename(path, f"moved/{start}/{j % 5}/{Path(path).name}")
+    vault.commit("rename and move")
+
+
+def _timed(*args: str) -> float:
+    started = time.monotonic()
+    out = vaultmem(*args, env=EMBED_ENV)
+    assert out.returncode == 0, out.stderr
+    return time.monotonic() - started
+
+
+def _run_killed(args: tuple[str, ...], delay: float) -> int:
+    """Start the real CLI, SIGKILL it after `delay` s; its return code (-9 if it was killed)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vaultmem", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **EMBED_ENV},
+    )
+    try:
+        proc.wait(timeout=delay)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate()
+    assert proc.returncode in (0, -signal.SIGKILL), err
+    return proc.returncode
+
+
+def crash_scenario(
+    conn, vault, tmp_path: Path, *, base: int, new: int, kills: int, seed: int, churn: bool
+) -> dict[str, int]:
+    rng = random.Random(seed)
+    for i in range(base):
+        vault.write(f"f{i % 7}/n{i:05}.md", note_text(rng, f"Note {i}"))
+    vault.commit("base")
+    index(vault.root)
+    _change_many(vault, rng, base, new)
+
+    # Measure an uninterrupted run once, on a clone: the kills are spread over that duration.
+    clone = tmp_path / "calibration"
+    subprocess.run(["git", "clone", "-q", str(vault.root), str(clone)], check=True)
+    t_ingest = _timed("ingest", "--vault", str(clone))
+
+    root = str(vault.root)
+    interrupted = 0
+    for k in range(kills):
+        rebuild = k % 3 == 2  # every third crash interrupts a rebuild instead
+        span = t_ingest * (0.6 if rebuild else 1.0)  # a rebuild re-embeds nothing: shorter
+        # Stratified: kill k lands in its own slice of the run, at a random point within it.
+        delay = 0.2 + span * (k + rng.random()) / kills
+        args = ("rebuild" if rebuild else "ingest", "--vault", root)
+        if _run_killed(args, delay) == -signal.SIGKILL:
+            interrupted += 1
+        problems = invariants(conn, vault.root)
+        assert not problems, f"after kill {k} ({args[0]} at {delay:.2f} s): {problems}"
+        if churn and k % 5 == 4:
+            _change_many(vault, rng, base + new * (k + 2), new // 4)
+    # Later runs have less left to do, so some kills land after the end: that is fine.
+    assert interrupted >= max(1, kills // 4), f"only {interrupted} of {kills} kills interrupted"
+
+    final = vaultmem("ingest", "--vault", root)
+    assert final.returncode == 0, final.stderr
+    state = index_state(conn, vault.root)
+    assert state["watermark"] == vault.head()
+    assert state["rebuild_target"] is None  # an interrupted rebuild was finished
+    assert state["backlog"] == 0
+    assert invariants(conn, vault.root) == []
+    assert snapshot(conn, vault.root) == fresh_build_snapshot(conn, vault.root, tmp_path)
+    report = verify(load_settings(vault.root), vault.root, deep=True)
+    assert not report.drift, report.to_dict()
+    notes = len(snapshot(conn, vault.root)["notes"])
+    print(
+        f"\ncrash: {kills} kills ({interrupted} mid-run) + 1 final run; "
+        f"{notes} notes converged, 0 lost; an uninterrupted run takes {t_ingest:.1f} s"
+    )
+    return {"kills": kills, "interrupted": interrupted, "notes": notes}
+
+
+def test_sigkill_during_a_large_catch_up_converges_to_a_fresh_build(conn, vault, tmp_path):
+    crash_scenario(conn, vault, tmp_path, base=40, new=160, kills=3, seed=5, churn=False)
+
+
+@pytest.mark.slow
+def test_twenty_sigkills_with_commits_landing_between_crashes_converge(conn, vault, tmp_path):
+    crash_scenario(conn, vault, tmp_path, base=200, new=400, kills=20, seed=11, churn=True)

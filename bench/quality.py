@@ -61,7 +61,9 @@ def recall_at(ranked: list[str], rel: dict[str, int], k: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--dataset", default="scifact", choices=["scifact", "cmrc2018_dev"])
     ap.add_argument("--docs", type=int, default=0, help="subset: relevant docs + random others")
     ap.add_argument("--queries", type=int, default=0, help="evaluate at most N queries")
@@ -87,8 +89,12 @@ def main() -> None:
     external = "VAULTMEM_DATABASE_URL" in os.environ
     os.environ.setdefault("VAULTMEM_HOME", str(work / "home"))
     os.environ["VAULTMEM_EMBEDDING_PROVIDER"] = args.provider
-    for k, v in {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "b",
-                 "GIT_COMMITTER_EMAIL": "b@x"}.items():
+    for k, v in {
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@x",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@x",
+    }.items():
         os.environ.setdefault(k, v)
 
     from vaultmem import db, ingest, server
@@ -112,8 +118,11 @@ def main() -> None:
     t_ingest = time.perf_counter() - t0
     assert result is not None and result.backlog == 0, result
     embedder = get_embedder(settings)
-    print(f"{args.dataset}: {len(corpus)} docs, {len(qids)} queries, provider {embedder.model_id}; "
-          f"indexed {result.chunks_written} chunks in {t_ingest:.0f} s", flush=True)
+    print(
+        f"{args.dataset}: {len(corpus)} docs, {len(qids)} queries, provider {embedder.model_id}; "
+        f"indexed {result.chunks_written} chunks in {t_ingest:.0f} s",
+        flush=True,
+    )
 
     rows = []
     with db.connect(settings) as conn:
@@ -131,8 +140,10 @@ def main() -> None:
             lat.sort()
             rows.append((mode, sum(nd) / len(nd), sum(rc) / len(rc), lat[len(lat) // 2] * 1000))
     print()
-    print(f"| {args.dataset} ({len(corpus)} docs, {len(qids)} queries), {embedder.model_id} "
-          "| nDCG@10 | Recall@5 | query p50 ms |")
+    print(
+        f"| {args.dataset} ({len(corpus)} docs, {len(qids)} queries), {embedder.model_id} "
+        "| nDCG@10 | Recall@5 | query p50 ms |"
+    )
     print("|---|---|---|---|")
     for mode, n, r, p in rows:
         print(f"| {mode} | {n:.3f} | {r:.3f} | {p:.1f} |")

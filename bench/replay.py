@@ -27,11 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--provider", default="hash")
     args = ap.parse_args()
@@ -78,11 +82,15 @@ def main() -> None:
     print()
     print("| replay | value |")
     print("|---|---|")
-    print(f"| commits replayed one by one | {len(commits)} ({elapsed:.0f} s, "
-          f"{elapsed / len(commits) * 1000:.0f} ms per catch-up) |")
+    print(
+        f"| commits replayed one by one | {len(commits)} ({elapsed:.0f} s, "
+        f"{elapsed / len(commits) * 1000:.0f} ms per catch-up) |"
+    )
     print(f"| catch-up modes | {totals['modes']} |")
-    print(f"| events applied | {totals['added']} added, {totals['updated']} updated, "
-          f"{totals['renamed']} renamed, {totals['deleted']} deleted |")
+    print(
+        f"| events applied | {totals['added']} added, {totals['updated']} updated, "
+        f"{totals['renamed']} renamed, {totals['deleted']} deleted |"
+    )
     print(f"| notes at HEAD in the index | {notes} |")
     print(f"| equal to a fresh full build | {equal} |")
     print(f"| verify --deep drift | {report.drift} |")

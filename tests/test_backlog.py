@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 from click.testing import CliRunner
-
 from embedding_servers import FailingEmbeddingServer, Reply
 from indexing import index, snapshot
+
 from vaultmem import db, hooks, store
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
@@ -37,7 +37,9 @@ def test_a_note_committed_behind_a_large_backlog_is_found_lexically_at_once(
         conn.commit()
 
         hooks.install(vault.root)
-        vault.write("new/zebra.md", "# Zebra crossing\n\nThe quokka xylophone rehearsal is on Tuesday.\n")
+        vault.write(
+            "new/zebra.md", "# Zebra crossing\n\nThe quokka xylophone rehearsal is on Tuesday.\n"
+        )
         vault.commit()
         deadline = time.monotonic() + 15
         hits = []

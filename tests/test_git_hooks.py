@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner
-
 from indexing import snapshot
+
 from vaultmem import db, hooks
 from vaultmem.cli import cli
 
@@ -67,7 +67,9 @@ def test_a_commit_is_indexed_in_the_background_by_the_hook(conn, vault) -> None:
         v = db.find_vault(conn, vault.root)
         if v is None:
             return False
-        row = conn.execute("SELECT watermark FROM index_state WHERE vault_id = %s", (v.id,)).fetchone()
+        row = conn.execute(
+            "SELECT watermark FROM index_state WHERE vault_id = %s", (v.id,)
+        ).fetchone()
         conn.commit()
         return bool(row) and row["watermark"] == head
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-
 from indexing import fresh_build_snapshot, index, snapshot
+
 from vaultmem import db, ingest, store
 from vaultmem.cli import cli
 from vaultmem.config import load_settings

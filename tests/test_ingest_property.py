@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import psycopg
+from conftest import Vault
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -22,9 +23,8 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-
-from conftest import Vault
 from indexing import fresh_build_snapshot, index, snapshot
+
 from vaultmem import db
 from vaultmem.config import load_settings
 from vaultmem.verify import verify

@@ -75,6 +75,8 @@ def test_a_model_change_reembeds_without_mixing_vectors(conn, vault, monkeypatch
     old = {c[7] for c in snapshot(conn, vault.root)["chunks"]}
     assert old == {"hash:v1-64"}
     monkeypatch.setenv("VAULTMEM_EMBEDDING_MODEL", "32")  # the hash provider at 32 dimensions
+    out = CliRunner().invoke(cli, ["status"]).stdout
+    assert "model hash:v1-64, settings now name hash:v1-32: the next ingest re-embeds" in out
     result = index(vault.root)
     assert result.embedded == 2 and result.backlog == 0
     snap = snapshot(conn, vault.root)
@@ -82,6 +84,8 @@ def test_a_model_change_reembeds_without_mixing_vectors(conn, vault, monkeypatch
     assert all(len(c[6].strip("[]").split(",")) == 32 for c in snap["chunks"])
     data = CliRunner().invoke(cli, ["status", "--json"]).stdout
     assert "hash:v1-32" in data
+    out = CliRunner().invoke(cli, ["status"]).stdout
+    assert "embeddings: model hash:v1-32; 0 chunks awaiting vectors" in out
     # Switching back reuses the cached vectors of the first model: nothing is embedded.
     monkeypatch.setenv("VAULTMEM_EMBEDDING_MODEL", "64")
     back = index(vault.root)

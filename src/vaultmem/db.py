@@ -189,7 +189,8 @@ def vault_stats(conn: psycopg.Connection) -> list[dict[str, Any]]:
                (SELECT count(*) FROM memory_notes n WHERE n.vault_id = v.id) AS notes,
                (SELECT count(*) FROM memory_primary p WHERE p.vault_id = v.id) AS chunks,
                (SELECT count(*) FROM memory_primary p
-                 WHERE p.vault_id = v.id AND p.embedding IS NULL) AS backlog,
+                 WHERE p.vault_id = v.id
+                   AND (p.embedding IS NULL OR p.model_id IS DISTINCT FROM s.model_id)) AS backlog,
                (SELECT count(*) FROM memory_secure_audit a WHERE a.vault_id = v.id) AS quarantined,
                (SELECT count(*) FROM memory_skipped k WHERE k.vault_id = v.id) AS skipped
         FROM vaults v LEFT JOIN index_state s ON s.vault_id = v.id

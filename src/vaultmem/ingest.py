@@ -55,6 +55,7 @@ class IngestResult:
     embedded: int = 0  # chunk texts sent to the embedding model
     reused: int = 0  # chunks that got their vector from the cache
     backlog: int = 0  # chunks still waiting for a vector when the run ended
+    embed_seconds: float = 0.0  # time spent in the embedding model (for the backlog ETA)
     skip_reasons: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -376,7 +377,9 @@ class Ingester:
             self.conn.commit()
             if not items:
                 break
+            t0 = time.monotonic()
             vectors = self.embedder.embed_documents([t for _, t in items])
+            result.embed_seconds += time.monotonic() - t0
             with self.conn.transaction():
                 done += store.store_embeddings(
                     self.conn, vid, model, [h for h, _ in items], vectors
@@ -410,6 +413,8 @@ def _record(ing: Ingester, result: IngestResult, started: float) -> None:
         "to_commit": result.to_commit,
         "counts": result.counts(),
         "embedded": result.embedded,
+        "embed_seconds": round(result.embed_seconds, 3),
+        "model_id": ing.embedder.model_id,
         "backlog": result.backlog,
         "skip_reasons": dict(list(result.skip_reasons.items())[:50]),
         "errors": result.errors,

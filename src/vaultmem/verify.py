@@ -210,6 +210,9 @@ def vault_status(conn: psycopg.Connection, stats: dict[str, Any]) -> dict[str, A
         tree = gitdiff.ls_tree(root, head) if head else {}
         out["skipped_files"] += unrecordable_skips(load_settings(root), root, tree)
         out["hook_log_last"] = _last_line(gitdiff.git_dir(root) / "vaultmem" / "ingest.log")
+        from .embed import get_embedder
+
+        out["configured_model_id"] = get_embedder(load_settings(root)).model_id
     except VaultmemError as exc:
         out["problem"] = str(exc)
     out["skipped"] = len(out["skipped_files"])

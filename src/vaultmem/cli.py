@@ -601,6 +601,24 @@ def status(as_json: bool) -> None:
         _echo_vault_health(v)
 
 
+def _embedding_line(v: dict[str, Any]) -> str:
+    """Which model the vectors come from, the backlog, and an ETA from the last run's rate."""
+    model = v.get("model_id") or "none yet"
+    backlog = int(v.get("backlog") or 0)
+    line = f"model {model}; {backlog} chunks awaiting vectors"
+    configured = v.get("configured_model_id")
+    if configured and configured != v.get("model_id"):
+        line = f"model {model}, settings now name {configured}: the next ingest re-embeds"
+    run = v.get("last_run") or {}
+    embedded, secs = run.get("embedded") or 0, run.get("embed_seconds") or 0
+    if backlog and embedded and secs:
+        rate = embedded / secs
+        line += f", about {backlog / rate / 60:.0f} min at {rate:.1f} chunks/s (last run's rate)"
+    elif backlog:
+        line += " (filled by the next `vaultmem ingest` or commit)"
+    return line
+
+
 def _echo_vault_health(v: dict[str, Any]) -> None:
     """The lines of `status` that make a silent failure visible."""
     mark, head, behind = (v["watermark"] or "")[:12], (v["head"] or "")[:12], v["commits_behind"]
@@ -634,6 +652,7 @@ def _echo_vault_health(v: dict[str, Any]) -> None:
         )
     else:
         click.echo("  last run: none recorded")
+    click.echo(f"  embeddings: {_embedding_line(v)}")
     hook = v["hook_log_last"]
     if hook and " error" in hook:
         click.echo(f"  last hook: {hook}")

@@ -120,7 +120,7 @@ class Vault:
         return p
 
     def delete(self, path: str) -> None:
-        git(self.root, "rm", "-q", "--", path)
+        git(self.root, "rm", "-q", "-f", "--", path)
 
     def rename(self, old: str, new: str) -> None:
         (self.root / new).parent.mkdir(parents=True, exist_ok=True)

@@ -18,10 +18,12 @@ from vaultmem.claude_settings import (
     EVENT,
     install_claude_hook,
     merge_hook,
+    remove_hook,
     session_settings,
 )
 from vaultmem.cli import cli
 from vaultmem.errors import ConfigError
+from vaultmem.hook import parse_args
 
 
 def run_hook(
@@ -58,6 +60,15 @@ def test_prints_context_for_a_relevant_prompt(indexed_vault):  # noqa: F811
     assert out.startswith("<retrieved_context>")
     assert 'path="ops/postgres-backup.md"' in out
     assert len(out) <= 2500 + 1
+
+
+def test_a_prompt_from_a_subdirectory_finds_the_vault(indexed_vault, tmp_path):  # noqa: F811
+    sub = indexed_vault.root / "deep" / "er"
+    sub.mkdir(parents=True)
+    proc, _ = run_hook(payload("how do I restore a postgres backup", sub))
+    assert b'path="ops/postgres-backup.md"' in proc.stdout
+    proc, _ = run_hook(payload("how do I restore a postgres backup", tmp_path / "nowhere"))
+    assert proc.returncode == 0 and proc.stdout == b""
 
 
 def test_content_free_prompt_prints_nothing(indexed_vault):  # noqa: F811
@@ -202,13 +213,135 @@ def test_install_refuses_to_clobber_invalid_json(tmp_path):
     assert settings.read_text(encoding="utf-8") == "{ not json"
 
 
-def test_claude_install_command(tmp_path, monkeypatch):
+def test_remove_keeps_everything_else_and_is_idempotent():
+    merged, _ = merge_hook(EXISTING, CMD)
+    cleaned, changed = remove_hook(merged)
+    assert changed and cleaned == EXISTING
+    again, changed = remove_hook(cleaned)
+    assert not changed and again == EXISTING
+    only_ours, _ = merge_hook({"model": "opus"}, CMD)
+    assert remove_hook(only_ours) == ({"model": "opus"}, True)
+
+
+def test_hooks_install_status_uninstall_claude(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    project = tmp_path / "proj"
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps(EXISTING), encoding="utf-8")
+    runner = CliRunner()
+    where = ["--project-dir", str(project)]
+    result = runner.invoke(cli, ["hooks", "install", "--claude", "--project", *where])
+    assert result.exit_code == 0, result.output
+    data = json.loads(settings.read_text(encoding="utf-8"))
+    assert data["hooks"]["PreToolUse"] == EXISTING["hooks"]["PreToolUse"]
+    ours = data["hooks"][EVENT][1]["hooks"][0]
+    assert ours["command"].endswith("claude-hook") and ours["timeout"] == 10
+
+    result = runner.invoke(cli, ["hooks", "status", "--claude", "--json", *where])
+    assert result.exit_code == 0, result.output
+    project_state, user_state = json.loads(result.output)
+    assert project_state["scope"] == "project" and project_state["installed"]
+    assert project_state["executable_ok"] and project_state["command"] == ours["command"]
+    assert user_state["scope"] == "user" and not user_state["installed"]
+    result = runner.invoke(cli, ["hooks", "status", "--claude", *where])
+    assert "claude-code (project): installed" in result.output
+    assert "claude-code (user): not installed" in result.output
+
+    result = runner.invoke(cli, ["hooks", "uninstall", "--claude", *where])
+    assert result.exit_code == 0 and "removed" in result.output
+    assert json.loads(settings.read_text(encoding="utf-8")) == EXISTING
+    result = runner.invoke(cli, ["hooks", "uninstall", "--claude", *where])
+    assert result.exit_code == 0 and "no vaultmem Claude Code hook" in result.output
+
+
+def test_hooks_install_claude_user_scope(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["claude-install", "--project-dir", str(tmp_path)])
+    result = CliRunner().invoke(cli, ["hooks", "install", "--claude", "--user"])
+    assert result.exit_code == 0, result.output
+    user = tmp_path / "home" / ".claude" / "settings.json"
+    [group] = json.loads(user.read_text(encoding="utf-8"))["hooks"][EVENT]
+    assert "claude-hook" in group["hooks"][0]["command"]
+    assert not (tmp_path / ".claude").exists()
+
+
+def test_status_flags_a_hook_whose_program_is_gone(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    install_claude_hook("project", tmp_path, command="/gone/venv/bin/vaultmem claude-hook")
+    result = CliRunner().invoke(
+        cli, ["hooks", "status", "--claude", "--project-dir", str(tmp_path)]
+    )
+    assert "program is gone" in result.output and "hooks install --claude --project" in (
+        result.output
+    )
+
+
+def test_scope_flags_need_claude(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["hooks", "install", "--user"])
+    assert result.exit_code == 2 and "--claude" in result.output
+
+
+def test_claude_install_is_a_hidden_alias(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(cli, ["claude-install", "--project-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / ".claude" / "settings.json").read_text(encoding="utf-8"))
     [group] = data["hooks"][EVENT]
     assert "claude-hook" in group["hooks"][0]["command"]
+    assert "claude-install" not in runner.invoke(cli, ["--help"]).output
+
+
+# --- the lean hook process --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "parsed"),
+    [
+        ([], (3.0, True)),
+        (["--no-memory"], (3.0, False)),
+        (["--timeout", "1.5", "--memory"], (1.5, True)),
+        (["--timeout=2"], (2.0, True)),
+        (["--help"], None),
+        (["--timeout"], None),
+        (["--timeout", "soon"], None),
+        (["--no-memroy"], None),
+    ],
+)
+def test_hook_options_parse_without_click(argv, parsed):
+    assert parse_args(argv) == parsed
+
+
+def test_the_hook_process_does_not_import_the_cli():
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "vaultmem", "claude-hook", "--no-memory"],
+        input=b"not json",
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stdout == b""
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()}
+    assert "vaultmem.hook" in imported
+    assert not {"click", "vaultmem.cli", "rich", "dotenv", "sqlalchemy"} & imported
+
+
+def test_hook_help_and_bad_options_go_through_click():
+    proc = subprocess.run(
+        [sys.executable, "-m", "vaultmem", "claude-hook", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and "UserPromptSubmit" in proc.stdout
+    proc = subprocess.run(
+        [sys.executable, "-m", "vaultmem", "claude-hook", "--bogus"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "--bogus" in proc.stderr
 
 
 # --- query and context commands ---------------------------------------------------------------

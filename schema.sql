@@ -71,6 +71,87 @@ CREATE TABLE IF NOT EXISTS memory_primary (
 );
 CREATE INDEX IF NOT EXISTS memory_primary_lexemes ON memory_primary USING gin (lexemes);
 CREATE INDEX IF NOT EXISTS memory_primary_hash ON memory_primary (content_hash);
+
+-- BM25 statistics for full-text ranking (query.py): a chunk's length in tokens (a generated
+-- column, so every writer gets it right), and per vault the number of chunks, their total length
+-- and each lexeme's document frequency. Triggers keep the statistics exact on every insert and
+-- delete (cascades included), so a query reads N, avgdl and df with a few index lookups instead
+-- of counting posting lists. Positions are capped by to_tsvector (256 per lexeme), so are counts.
+CREATE OR REPLACE FUNCTION vaultmem_token_count(v tsvector) RETURNS integer
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT coalesce(sum(greatest(cardinality(u.positions), 1)), 0)::integer
+          FROM unnest(v) AS u $$;
+ALTER TABLE memory_primary ADD COLUMN IF NOT EXISTS n_tokens integer
+    GENERATED ALWAYS AS (vaultmem_token_count(lexemes)) STORED;
+
+CREATE TABLE IF NOT EXISTS memory_lexical_stats (
+    vault_id    integer PRIMARY KEY REFERENCES vaults(id) ON DELETE CASCADE,
+    chunks      bigint NOT NULL DEFAULT 0,
+    tokens      bigint NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS memory_lexicon (
+    vault_id    integer NOT NULL REFERENCES vaults(id) ON DELETE CASCADE,
+    lexeme      text NOT NULL,
+    df          integer NOT NULL,  -- chunks of the vault containing the lexeme (0 rows kept)
+    PRIMARY KEY (vault_id, lexeme)
+);
+
+CREATE OR REPLACE FUNCTION vaultmem_lexical_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO memory_lexical_stats AS s (vault_id, chunks, tokens)
+        SELECT vault_id, count(*), sum(n_tokens) FROM new_rows GROUP BY 1 ORDER BY 1
+        ON CONFLICT (vault_id) DO UPDATE
+            SET chunks = s.chunks + EXCLUDED.chunks, tokens = s.tokens + EXCLUDED.tokens;
+    INSERT INTO memory_lexicon AS l (vault_id, lexeme, df)
+        SELECT r.vault_id, u.lexeme, count(*)
+        FROM new_rows r CROSS JOIN LATERAL unnest(tsvector_to_array(r.lexemes)) AS u(lexeme)
+        GROUP BY 1, 2 ORDER BY 1, 2
+        ON CONFLICT (vault_id, lexeme) DO UPDATE SET df = l.df + EXCLUDED.df;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION vaultmem_lexical_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE memory_lexical_stats AS s
+        SET chunks = s.chunks - d.chunks, tokens = s.tokens - d.tokens
+        FROM (SELECT vault_id, count(*) AS chunks, sum(n_tokens) AS tokens
+              FROM old_rows GROUP BY 1) AS d
+        WHERE s.vault_id = d.vault_id;
+    UPDATE memory_lexicon AS l SET df = l.df - d.n
+        FROM (SELECT r.vault_id, u.lexeme, count(*) AS n
+              FROM old_rows r CROSS JOIN LATERAL unnest(tsvector_to_array(r.lexemes)) AS u(lexeme)
+              GROUP BY 1, 2) AS d
+        WHERE l.vault_id = d.vault_id AND l.lexeme = d.lexeme;
+    RETURN NULL;
+END $$;
+
+-- vaultmem never rewrites lexemes in place (a changed chunk is deleted and inserted), but an
+-- UPDATE that does is still counted: one row at a time, only when the lexemes column is set.
+CREATE OR REPLACE FUNCTION vaultmem_lexical_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE memory_lexical_stats
+        SET chunks = chunks - 1, tokens = tokens - OLD.n_tokens WHERE vault_id = OLD.vault_id;
+    UPDATE memory_lexicon SET df = df - 1
+        WHERE vault_id = OLD.vault_id AND lexeme = ANY (tsvector_to_array(OLD.lexemes));
+    INSERT INTO memory_lexical_stats AS s (vault_id, chunks, tokens)
+        VALUES (NEW.vault_id, 1, NEW.n_tokens)
+        ON CONFLICT (vault_id) DO UPDATE SET chunks = s.chunks + 1, tokens = s.tokens + NEW.n_tokens;
+    INSERT INTO memory_lexicon AS l (vault_id, lexeme, df)
+        SELECT NEW.vault_id, u.lexeme, 1 FROM unnest(tsvector_to_array(NEW.lexemes)) AS u(lexeme)
+        ORDER BY 2
+        ON CONFLICT (vault_id, lexeme) DO UPDATE SET df = l.df + 1;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER memory_primary_lexical_added AFTER INSERT ON memory_primary
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION vaultmem_lexical_added();
+CREATE OR REPLACE TRIGGER memory_primary_lexical_removed AFTER DELETE ON memory_primary
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION vaultmem_lexical_removed();
+CREATE OR REPLACE TRIGGER memory_primary_lexical_changed
+    AFTER UPDATE OF lexemes, vault_id ON memory_primary
+    FOR EACH ROW EXECUTE FUNCTION vaultmem_lexical_changed();
 -- Vector indexes are HNSW (vector_cosine_ops), one partial expression index per model, created
 -- by vaultmem when a model is first used, because the dimension is only known then.
 

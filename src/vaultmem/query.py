@@ -258,10 +258,11 @@ BM25_B = 0.75
 # frequencies add up to at most this many chunks (the rarest term always does); commoner terms
 # still score those candidates but add none of their own: a chunk matching only common, low-IDF
 # terms rarely reaches the top. Scoring costs ~10 us per candidate, so this bounds one query on
-# a large vault (below it, e.g. in a 2,000-chunk vault, every term generates candidates). If even
-# the rarest term is that common, at most BM25_SCAN_CAP of its chunks are scored.
-BM25_CANDIDATE_BUDGET = 1000
-BM25_SCAN_CAP = 1500
+# a large vault (in a small vault every term generates candidates). If even the rarest term is
+# that common, at most BM25_SCAN_CAP of its chunks are scored. 400 rather than 1,000: no loss on
+# SciFact-1500 or CMRC (hybrid nDCG@10 0.787 / 0.985), and warm p95 at 100k chunks 25 ms, not 40.
+BM25_CANDIDATE_BUDGET = 400
+BM25_SCAN_CAP = 600
 
 
 def _lexical_cte(filters: sql.Composable) -> sql.Composable:

@@ -22,9 +22,10 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from _setup import bench_env
 
 BUNDLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tldr-history.bundle"
 
@@ -49,18 +50,7 @@ def main() -> None:
     ap.add_argument("--hook-runs", type=int, default=30)
     args = ap.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="vaultmem-bench-"))
-    work.chmod(0o755)
-    env_keep = dict(os.environ)
-    os.environ.setdefault("VAULTMEM_HOME", str(work / "home"))
-    os.environ["VAULTMEM_EMBEDDING_PROVIDER"] = args.provider
-    for k, v in {
-        "GIT_AUTHOR_NAME": "b",
-        "GIT_AUTHOR_EMAIL": "b@x",
-        "GIT_COMMITTER_NAME": "b",
-        "GIT_COMMITTER_EMAIL": "b@x",
-    }.items():
-        os.environ.setdefault(k, v)
+    work, external = bench_env("vaultmem-bench-", args.provider)
 
     from vaultmem import db, hooks, ingest, server, store
     from vaultmem.config import load_settings
@@ -165,7 +155,7 @@ def main() -> None:
         f"| hook return time p50 / p95 ({args.hook_runs} runs) | {statistics.median(times):.1f} / {pct(times, 0.95):.1f} ms |"
     )
 
-    if "VAULTMEM_DATABASE_URL" not in env_keep:
+    if not external:
         server.stop(Path(os.environ["VAULTMEM_HOME"]))
     shutil.rmtree(work, ignore_errors=True)
     _ = store, sys

@@ -20,9 +20,10 @@ import os
 import random
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
+
+from _setup import bench_env
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -84,18 +85,7 @@ def main() -> None:
     if args.queries and args.queries < len(qids):
         qids = sorted(rng.sample(qids, args.queries))
 
-    work = Path(tempfile.mkdtemp(prefix="vaultmem-quality-"))
-    work.chmod(0o755)
-    external = "VAULTMEM_DATABASE_URL" in os.environ
-    os.environ.setdefault("VAULTMEM_HOME", str(work / "home"))
-    os.environ["VAULTMEM_EMBEDDING_PROVIDER"] = args.provider
-    for k, v in {
-        "GIT_AUTHOR_NAME": "b",
-        "GIT_AUTHOR_EMAIL": "b@x",
-        "GIT_COMMITTER_NAME": "b",
-        "GIT_COMMITTER_EMAIL": "b@x",
-    }.items():
-        os.environ.setdefault(k, v)
+    work, external = bench_env("vaultmem-quality-", args.provider)
 
     from vaultmem import db, ingest, server
     from vaultmem.config import load_settings

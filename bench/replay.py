@@ -18,9 +18,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from _setup import bench_env
 
 BUNDLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tldr-history.bundle"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -40,11 +41,7 @@ def main() -> None:
     ap.add_argument("--provider", default="hash")
     args = ap.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="vaultmem-replay-"))
-    work.chmod(0o755)
-    external = "VAULTMEM_DATABASE_URL" in os.environ
-    os.environ.setdefault("VAULTMEM_HOME", str(work / "home"))
-    os.environ["VAULTMEM_EMBEDDING_PROVIDER"] = args.provider
+    work, external = bench_env("vaultmem-replay-", args.provider)
 
     from indexing import snapshot  # tests/indexing.py
 

@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import pickle
 import random
 import subprocess
-import tempfile
 from pathlib import Path
 
+from _setup import bench_env
 from quality import DATA, load, ndcg_at, recall_at
 
 
@@ -81,17 +80,7 @@ def main() -> None:
     if args.rows and Path(args.rows).exists():
         rows_by_q = pickle.load(open(args.rows, "rb"))
     else:
-        work = Path(tempfile.mkdtemp(prefix="vaultmem-tune-"))
-        work.chmod(0o755)
-        os.environ.setdefault("VAULTMEM_HOME", str(work / "home"))
-        os.environ["VAULTMEM_EMBEDDING_PROVIDER"] = args.provider
-        for k, v in {
-            "GIT_AUTHOR_NAME": "b",
-            "GIT_AUTHOR_EMAIL": "b@x",
-            "GIT_COMMITTER_NAME": "b",
-            "GIT_COMMITTER_EMAIL": "b@x",
-        }.items():
-            os.environ.setdefault(k, v)
+        work, _ = bench_env("vaultmem-tune-", args.provider)
         from vaultmem import db, ingest
         from vaultmem.config import load_settings
         from vaultmem.embed import get_embedder

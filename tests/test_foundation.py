@@ -232,3 +232,17 @@ def test_a_database_that_dies_mid_command_is_one_line(conn, vault, monkeypatch) 
     code, _, err = run("ingest", "--vault", str(vault.root))
     assert code == 4
     assert err.startswith("Error: the database connection failed") and err.count("\n") == 1
+
+
+def test_an_operating_system_error_is_one_line_naming_the_path(tmp_path, monkeypatch) -> None:
+    """A file where a directory must go (or a full disk) is reported, not a traceback."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".claude").write_text("not a directory")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run("hooks", "install", "--claude", "--project")
+    assert code == 1
+    assert err.startswith("Error: ") and str(tmp_path / ".claude") in err
+    assert err.count("\n") == 1
+    assert (tmp_path / ".claude").read_text() == "not a directory"

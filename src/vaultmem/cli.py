@@ -42,6 +42,17 @@ class VaultmemGroup(click.Group):
                 err=True,
             )
             ctx.exit(4)
+        except OSError as exc:
+            # Permissions, a full disk, a vanished directory: the system's own words name the
+            # cause; the command is safe to repeat once it is fixed.
+            what = exc.strerror or exc.__class__.__name__
+            where = f": {exc.filename}" if exc.filename else ""
+            click.echo(
+                f"Error: {what}{where}; fix that and run the command again: nothing is "
+                "half-written",
+                err=True,
+            )
+            ctx.exit(1)
 
 
 def _print_json(data: Any) -> None:

@@ -250,6 +250,7 @@ def ingest(
         return
     root = _vault_root(vault)
     settings = load_settings(root)
+    result: ingest_mod.IngestResult | None
     with _ProgressBar(not as_json) as bar:
         if changes_file is not None:
             result = ingest_mod.apply_changes_file(settings, root, changes_file, embed=not no_embed)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 
 from . import migrations, server
 from .config import Settings, redact_url
@@ -21,6 +21,8 @@ from .errors import DatabaseUnavailable, SchemaError
 
 SCHEMA_VERSION = migrations.CURRENT_VERSION
 _LOCK_KEY = 0x7661756C  # "vaul": serialises schema changes across processes
+
+Conn = psycopg.Connection[DictRow]  # what connect() returns: rows are dicts
 
 
 def schema_path() -> Path:
@@ -50,13 +52,13 @@ def database_url(settings: Settings, *, start: bool = True) -> str:
     return url
 
 
-def connect(settings: Settings, *, start: bool = True, timeout: int = 5) -> psycopg.Connection:
+def connect(settings: Settings, *, start: bool = True, timeout: int = 5) -> Conn:
     """Open a connection with pgvector types registered. Does not change the schema."""
     url = database_url(settings, start=start)
     return connect_url(url, timeout=timeout)
 
 
-def connect_url(url: str, *, timeout: int = 5) -> psycopg.Connection:
+def connect_url(url: str, *, timeout: int = 5) -> Conn:
     try:
         conn = psycopg.connect(url, connect_timeout=timeout, row_factory=dict_row)
     except psycopg.OperationalError as exc:
@@ -69,19 +71,19 @@ def connect_url(url: str, *, timeout: int = 5) -> psycopg.Connection:
     return conn
 
 
-def _has_vector(conn: psycopg.Connection) -> bool:
+def _has_vector(conn: Conn) -> bool:
     row = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
     conn.commit()
     return row is not None
 
 
-def _register_vector(conn: psycopg.Connection) -> None:
+def _register_vector(conn: Conn) -> None:
     from pgvector.psycopg import register_vector
 
     register_vector(conn)
 
 
-def schema_version(conn: psycopg.Connection) -> int:
+def schema_version(conn: Conn) -> int:
     """Highest applied version; 0 for an empty database."""
     exists = conn.execute("SELECT to_regclass('vaultmem_schema') IS NOT NULL AS e").fetchone()
     if not exists or not exists["e"]:
@@ -90,7 +92,7 @@ def schema_version(conn: psycopg.Connection) -> int:
     return int(row["v"] or 0) if row else 0
 
 
-def apply_schema(conn: psycopg.Connection) -> list[int]:
+def apply_schema(conn: Conn) -> list[int]:
     """Bring the schema to SCHEMA_VERSION. Returns the versions applied (empty if current)."""
     try:
         with conn.transaction():
@@ -124,7 +126,7 @@ def apply_schema(conn: psycopg.Connection) -> list[int]:
     return applied
 
 
-def require_schema(conn: psycopg.Connection) -> None:
+def require_schema(conn: Conn) -> None:
     version = schema_version(conn)
     if version == 0:
         raise SchemaError("the database has no vaultmem schema yet: run `vaultmem init`")
@@ -146,7 +148,7 @@ class Vault:
     name: str
 
 
-def register_vault(conn: psycopg.Connection, root: Path) -> Vault:
+def register_vault(conn: Conn, root: Path) -> Vault:
     root = root.resolve()
     with conn.transaction():
         row = conn.execute(
@@ -164,7 +166,7 @@ def register_vault(conn: psycopg.Connection, root: Path) -> Vault:
     return Vault(id=row["id"], root=Path(row["root"]), name=row["name"])
 
 
-def find_vault(conn: psycopg.Connection, root: Path) -> Vault | None:
+def find_vault(conn: Conn, root: Path) -> Vault | None:
     row = conn.execute(
         "SELECT id, root, name FROM vaults WHERE root = %s", (str(root.resolve()),)
     ).fetchone()
@@ -172,7 +174,7 @@ def find_vault(conn: psycopg.Connection, root: Path) -> Vault | None:
     return Vault(id=row["id"], root=Path(row["root"]), name=row["name"]) if row else None
 
 
-def server_info(conn: psycopg.Connection) -> dict[str, Any]:
+def server_info(conn: Conn) -> dict[str, Any]:
     pg = conn.execute("SHOW server_version").fetchone()
     vec = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
     conn.commit()
@@ -182,7 +184,7 @@ def server_info(conn: psycopg.Connection) -> dict[str, Any]:
     }
 
 
-def vault_stats(conn: psycopg.Connection) -> list[dict[str, Any]]:
+def vault_stats(conn: Conn) -> list[dict[str, Any]]:
     rows = conn.execute(
         """
         SELECT v.id, v.name, v.root, s.watermark, s.model_id, s.last_run,
@@ -205,7 +207,7 @@ def hnsw_index_name(model_id: str) -> str:
     return "memory_primary_hnsw_" + hashlib.sha1(model_id.encode()).hexdigest()[:12]
 
 
-def ensure_vector_index(conn: psycopg.Connection, model_id: str, dimension: int) -> None:
+def ensure_vector_index(conn: Conn, model_id: str, dimension: int) -> None:
     """One HNSW cosine index per model, over rows of that model only (dimension fixed by a cast)."""
     name = hnsw_index_name(model_id)
     literal = model_id.replace("'", "''")

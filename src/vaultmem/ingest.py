@@ -175,7 +175,7 @@ class Ingester:
     def __init__(
         self,
         settings: Settings,
-        conn: psycopg.Connection,
+        conn: db.Conn,
         vault: db.Vault,
         *,
         embedder: Embedder | None = None,
@@ -394,9 +394,7 @@ class Ingester:
 # --- entry points ------------------------------------------------------------------------------
 
 
-def _open(
-    settings: Settings, root: Path, *, start_db: bool = True
-) -> tuple[psycopg.Connection, db.Vault]:
+def _open(settings: Settings, root: Path, *, start_db: bool = True) -> tuple[db.Conn, db.Vault]:
     conn = db.connect(settings, start=start_db)
     if db.schema_version(conn) != db.SCHEMA_VERSION:
         db.apply_schema(conn)

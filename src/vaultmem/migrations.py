@@ -10,11 +10,12 @@ state and is rebuilt from git by the next ingest.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 
 
-def _columns(conn: psycopg.Connection, table: str) -> set[str]:
+def _columns(conn: psycopg.Connection[Any], table: str) -> set[str]:
     rows = conn.execute(
         "SELECT column_name FROM information_schema.columns "
         "WHERE table_schema = current_schema() AND table_name = %s",
@@ -23,7 +24,7 @@ def _columns(conn: psycopg.Connection, table: str) -> set[str]:
     return {r["column_name"] if isinstance(r, dict) else r[0] for r in rows}
 
 
-def m002_vaults_and_chunks(conn: psycopg.Connection) -> None:
+def m002_vaults_and_chunks(conn: psycopg.Connection[Any]) -> None:
     """Move reference-design tables aside so the multi-vault, per-chunk layout can be created."""
     for table in ("memory_primary", "memory_secure_audit"):
         cols = _columns(conn, table)
@@ -38,7 +39,7 @@ def m002_vaults_and_chunks(conn: psycopg.Connection) -> None:
                     conn.execute(f'ALTER INDEX "{name}" RENAME TO "legacy_{name}"')
 
 
-def m003_bm25_statistics(conn: psycopg.Connection) -> None:
+def m003_bm25_statistics(conn: psycopg.Connection[Any]) -> None:
     """BM25 needs chunk lengths and per-vault statistics: create them (schema.sql, idempotent,
     adds the n_tokens column and the triggers) and count the chunks already indexed."""
     if "vault_id" not in _columns(conn, "memory_primary"):
@@ -49,7 +50,7 @@ def m003_bm25_statistics(conn: psycopg.Connection) -> None:
     rebuild_lexical_stats(conn)
 
 
-def rebuild_lexical_stats(conn: psycopg.Connection) -> None:
+def rebuild_lexical_stats(conn: psycopg.Connection[Any]) -> None:
     """Recount memory_lexical_stats and memory_lexicon from memory_primary (all vaults)."""
     conn.execute("DELETE FROM memory_lexicon")
     conn.execute("DELETE FROM memory_lexical_stats")
@@ -64,7 +65,7 @@ def rebuild_lexical_stats(conn: psycopg.Connection) -> None:
     )
 
 
-Migration = Callable[[psycopg.Connection], None]
+Migration = Callable[[psycopg.Connection[Any]], None]
 
 # (version, step): step upgrades a database at version-1 to version. Version 1 (the reference
 # design) has no step: it is what an unversioned database with those tables is.

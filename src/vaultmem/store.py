@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import psycopg
 
+from .db import Conn
 from .lexical import lexeme_text
 from .markdown import Note
 from .policy import Finding
@@ -29,7 +29,7 @@ class IndexState:
     last_run: dict[str, Any] | None
 
 
-def state(conn: psycopg.Connection, vault_id: int) -> IndexState:
+def state(conn: Conn, vault_id: int) -> IndexState:
     row = conn.execute(
         "SELECT watermark, model_id, rebuild_target, rebuild_started_at, last_run"
         " FROM index_state WHERE vault_id = %s",
@@ -46,7 +46,7 @@ def state(conn: psycopg.Connection, vault_id: int) -> IndexState:
     )
 
 
-def set_watermark(conn: psycopg.Connection, vault_id: int, commit: str) -> None:
+def set_watermark(conn: Conn, vault_id: int, commit: str) -> None:
     conn.execute(
         "UPDATE index_state SET watermark = %s, watermark_at = now(), updated_at = now()"
         " WHERE vault_id = %s",
@@ -54,21 +54,21 @@ def set_watermark(conn: psycopg.Connection, vault_id: int, commit: str) -> None:
     )
 
 
-def set_model(conn: psycopg.Connection, vault_id: int, model_id: str) -> None:
+def set_model(conn: Conn, vault_id: int, model_id: str) -> None:
     conn.execute(
         "UPDATE index_state SET model_id = %s, updated_at = now() WHERE vault_id = %s",
         (model_id, vault_id),
     )
 
 
-def set_last_run(conn: psycopg.Connection, vault_id: int, outcome: dict[str, Any]) -> None:
+def set_last_run(conn: Conn, vault_id: int, outcome: dict[str, Any]) -> None:
     conn.execute(
         "UPDATE index_state SET last_run = %s, updated_at = now() WHERE vault_id = %s",
         (json.dumps(outcome, default=str), vault_id),
     )
 
 
-def start_rebuild(conn: psycopg.Connection, vault_id: int, target: str) -> Any:
+def start_rebuild(conn: Conn, vault_id: int, target: str) -> Any:
     """Record a rebuild towards `target`; an unfinished one for the same target is resumed."""
     row = conn.execute(
         """
@@ -83,7 +83,7 @@ def start_rebuild(conn: psycopg.Connection, vault_id: int, target: str) -> Any:
     return row["rebuild_started_at"] if row else None
 
 
-def finish_rebuild(conn: psycopg.Connection, vault_id: int) -> None:
+def finish_rebuild(conn: Conn, vault_id: int) -> None:
     conn.execute(
         "UPDATE index_state SET rebuild_target = NULL, rebuild_started_at = NULL"
         " WHERE vault_id = %s",
@@ -92,7 +92,7 @@ def finish_rebuild(conn: psycopg.Connection, vault_id: int) -> None:
 
 
 def known_paths(
-    conn: psycopg.Connection, vault_id: int, only: Iterable[str] | None = None
+    conn: Conn, vault_id: int, only: Iterable[str] | None = None
 ) -> dict[str, tuple[str, str | None]]:
     """Paths the index holds for the vault (all, or just `only`) -> (table kind, blob sha)."""
     params: dict[str, Any] = {"v": vault_id}
@@ -115,7 +115,7 @@ def known_paths(
     return out
 
 
-def paths_done_since(conn: psycopg.Connection, vault_id: int, since: Any) -> set[str]:
+def paths_done_since(conn: Conn, vault_id: int, since: Any) -> set[str]:
     """Paths (re)written at or after `since`: the finished part of an interrupted rebuild."""
     rows = conn.execute(
         """
@@ -128,7 +128,7 @@ def paths_done_since(conn: psycopg.Connection, vault_id: int, since: Any) -> set
     return {r["path"] for r in rows}
 
 
-def delete_path(conn: psycopg.Connection, vault_id: int, path: str) -> int:
+def delete_path(conn: Conn, vault_id: int, path: str) -> int:
     """Remove a path from every derived table (chunks go with their note). Returns rows removed."""
     n = 0
     for table in ("memory_notes", "memory_secure_audit", "memory_skipped"):
@@ -139,7 +139,7 @@ def delete_path(conn: psycopg.Connection, vault_id: int, path: str) -> int:
     return n
 
 
-def carry_rename(conn: psycopg.Connection, vault_id: int, old: str, new: str) -> None:
+def carry_rename(conn: Conn, vault_id: int, old: str, new: str) -> None:
     """A renamed file keeps its review decision and its quarantine history."""
     conn.execute(
         "DELETE FROM audit_allow WHERE vault_id = %s AND path = %s AND %s <> %s",
@@ -158,7 +158,7 @@ def carry_rename(conn: psycopg.Connection, vault_id: int, old: str, new: str) ->
     )
 
 
-def is_allowed(conn: psycopg.Connection, vault_id: int, path: str, blob: str) -> bool:
+def is_allowed(conn: Conn, vault_id: int, path: str, blob: str) -> bool:
     row = conn.execute(
         "SELECT 1 FROM audit_allow WHERE vault_id = %s AND path = %s AND blob_sha = %s",
         (vault_id, path, blob),
@@ -167,7 +167,7 @@ def is_allowed(conn: psycopg.Connection, vault_id: int, path: str, blob: str) ->
 
 
 def quarantine(
-    conn: psycopg.Connection, vault_id: int, path: str, blob: str, findings: Sequence[Finding]
+    conn: Conn, vault_id: int, path: str, blob: str, findings: Sequence[Finding]
 ) -> None:
     """Take a file out of search and record why. Stores rule ids and line numbers, never text."""
     conn.execute("DELETE FROM memory_notes WHERE vault_id = %s AND path = %s", (vault_id, path))
@@ -196,9 +196,7 @@ def quarantine(
     )
 
 
-def mark_skipped(
-    conn: psycopg.Connection, vault_id: int, path: str, blob: str | None, reason: str
-) -> None:
+def mark_skipped(conn: Conn, vault_id: int, path: str, blob: str | None, reason: str) -> None:
     conn.execute("DELETE FROM memory_notes WHERE vault_id = %s AND path = %s", (vault_id, path))
     conn.execute(
         "DELETE FROM memory_secure_audit WHERE vault_id = %s AND path = %s", (vault_id, path)
@@ -213,9 +211,7 @@ def mark_skipped(
     )
 
 
-def upsert_note(
-    conn: psycopg.Connection, vault_id: int, note: Note, blob: str, commit: str
-) -> tuple[bool, int]:
+def upsert_note(conn: Conn, vault_id: int, note: Note, blob: str, commit: str) -> tuple[bool, int]:
     """Write a note and replace its chunks. Returns (was it new, number of chunks)."""
     conn.execute(
         "DELETE FROM memory_secure_audit WHERE vault_id = %s AND path = %s", (vault_id, note.path)
@@ -273,7 +269,7 @@ def upsert_note(
 
 
 def fill_from_cache(
-    conn: psycopg.Connection, vault_id: int, model_id: str, paths: Iterable[str] | None = None
+    conn: Conn, vault_id: int, model_id: str, paths: Iterable[str] | None = None
 ) -> int:
     """Give chunks whose content is already embedded (by this model) their vector. No model call."""
     params: dict[str, Any] = {"v": vault_id, "m": model_id}
@@ -294,9 +290,7 @@ def fill_from_cache(
     return cur.rowcount
 
 
-def backlog_batch(
-    conn: psycopg.Connection, vault_id: int, model_id: str, limit: int
-) -> list[tuple[str, str]]:
+def backlog_batch(conn: Conn, vault_id: int, model_id: str, limit: int) -> list[tuple[str, str]]:
     """Distinct (content_hash, text) still lacking a vector from `model_id`."""
     rows = conn.execute(
         """
@@ -309,7 +303,7 @@ def backlog_batch(
     return [(r["content_hash"], r["content"]) for r in rows]
 
 
-def backlog_size(conn: psycopg.Connection, vault_id: int, model_id: str | None) -> int:
+def backlog_size(conn: Conn, vault_id: int, model_id: str | None) -> int:
     row = conn.execute(
         "SELECT count(*) AS n FROM memory_primary WHERE vault_id = %s"
         " AND (embedding IS NULL OR model_id IS DISTINCT FROM %s)",
@@ -319,7 +313,7 @@ def backlog_size(conn: psycopg.Connection, vault_id: int, model_id: str | None) 
 
 
 def store_embeddings(
-    conn: psycopg.Connection,
+    conn: Conn,
     vault_id: int,
     model_id: str,
     hashes: Sequence[str],
@@ -349,7 +343,7 @@ def store_embeddings(
     return cur2.rowcount
 
 
-def skipped(conn: psycopg.Connection, vault_id: int) -> list[dict[str, Any]]:
+def skipped(conn: Conn, vault_id: int) -> list[dict[str, Any]]:
     rows = conn.execute(
         "SELECT path, reason, blob_sha FROM memory_skipped WHERE vault_id = %s ORDER BY path",
         (vault_id,),

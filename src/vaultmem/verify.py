@@ -13,9 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from . import gitdiff, store
+from . import db, gitdiff, store
 from .config import Settings
 from .ingest import MAX_PATH_BYTES, Ingester, _open, classify
 from .markdown import NoteSkipped, decode_note, parse_note
@@ -88,7 +86,7 @@ def unrecordable_skips(
     return out
 
 
-def note_warnings(conn: psycopg.Connection, vault_id: int) -> list[dict[str, Any]]:
+def note_warnings(conn: db.Conn, vault_id: int) -> list[dict[str, Any]]:
     """Notes indexed with a caveat (e.g. malformed front matter indexed as plain text)."""
     rows: list[Any] = conn.execute(
         "SELECT path, warnings FROM memory_notes WHERE vault_id = %s"
@@ -183,7 +181,7 @@ def _last_line(path: Path, max_bytes: int = 4096) -> str | None:
     return lines[-1] if lines else None
 
 
-def vault_status(conn: psycopg.Connection, stats: dict[str, Any]) -> dict[str, Any]:
+def vault_status(conn: db.Conn, stats: dict[str, Any]) -> dict[str, Any]:
     """One row of `db.vault_stats` plus what makes a silent failure visible: HEAD and how far
     the index is behind it, the last run's outcome, the last hook log line, every skip with its
     reason and every note indexed with a warning. Never raises for a broken vault folder."""

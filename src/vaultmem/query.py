@@ -353,7 +353,7 @@ _SELECT = sql.SQL(
 )
 
 
-def has_vectors(conn: psycopg.Connection, model_id: str, dim: int) -> bool:
+def has_vectors(conn: psycopg.Connection[Any], model_id: str, dim: int) -> bool:
     """Whether any chunk has a vector from `model_id` (an index probe, not a scan)."""
     probe = np.zeros(dim, dtype=np.float32)
     probe[0] = 1.0
@@ -402,7 +402,7 @@ def candidate_query(
 
 
 def _candidates(
-    conn: psycopg.Connection,
+    conn: psycopg.Connection[Any],
     query: sql.Composed,
     params: dict[str, Any],
     *,
@@ -518,7 +518,7 @@ def gate(
 
 
 def search(
-    conn: psycopg.Connection,
+    conn: psycopg.Connection[Any],
     vault_id: int,
     query: str,
     embedder: Embedder | None,

@@ -94,7 +94,8 @@ def main() -> None:
     ap.add_argument(
         "--fusions",
         default="",
-        help="extra hybrid variants to compare, e.g. '60:0.5,20:1.0' (rrf_k:lexical_weight)",
+        help="extra hybrid variants to compare, e.g. '60:0.5,20:1.0,score:1.25' "
+        "(rrf_k:lexical_weight, or score:lexical_weight for relative score fusion)",
     )
     args = ap.parse_args()
 
@@ -157,10 +158,15 @@ def main() -> None:
         default = query.fusion_for(embedder.model_id)
         for spec in filter(None, args.fusions.split(",")):
             k, lw = spec.split(":")
-            variants[f"hybrid k={k} lw={lw}"] = dict(
-                mode="hybrid",
-                fusion=dataclasses.replace(default, rrf_k=int(k), lexical_weight=float(lw)),
-            )
+            if k == "score":
+                fusion = dataclasses.replace(default, method="score", lexical_weight=float(lw))
+                name = f"hybrid score lw={lw}"
+            else:
+                fusion = dataclasses.replace(
+                    default, method="rrf", rrf_k=int(k), lexical_weight=float(lw)
+                )
+                name = f"hybrid k={k} lw={lw}"
+            variants[name] = dict(mode="hybrid", fusion=fusion)
         results: dict[tuple[str, str], list[tuple[float, float]]] = {}
         top_sims: list[float] = []
         for c in commands:

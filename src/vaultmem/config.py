@@ -60,7 +60,11 @@ SETTINGS: dict[str, tuple[str, str]] = {
     ),
     "VAULTMEM_PRIVATE_TAGS": ("private", "Front matter tags that quarantine a note."),
     "VAULTMEM_MAX_FILE_BYTES": ("5000000", "Notes larger than this are skipped with a reason."),
-    "VAULTMEM_MAX_CHUNK_CHARS": ("1200", "Upper bound on a chunk's size in characters."),
+    "VAULTMEM_MAX_CHUNK_CHARS": (
+        "1500",
+        "Upper bound on a chunk's size in characters, a CJK character counting 3 "
+        "(so a chunk fits a 512-token embedding window in any script).",
+    ),
     "VAULTMEM_MEMORY_FILE": (
         "",
         "Standing preferences (Layer B). Default: MEMORY.md in the vault "

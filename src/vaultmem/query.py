@@ -7,13 +7,14 @@ Design decisions:
   statistics) with their ranks, the chunk text and the note's metadata.
   Fusion, de-duplication per note and the relevance gate then run in Python on at most a few
   hundred rows.
-- Fusion is weighted reciprocal rank fusion (k and weights per model) with one change for
-  mixed-language vaults: full-text search cannot match a note written in another script than
-  the query (an English question shares no tokens with a Chinese note), so a missing lexical
-  rank there says nothing about relevance. Plain RRF treats it as "not relevant" and lets
-  same-language notes that merely share words bury the cross-language answer. For a candidate
-  whose dominant script differs from the query's, the missing lexical rank is imputed as equal
-  to its vector rank.
+- Fusion is chosen per model (FUSION_PROFILES): relative score fusion (each list's scores
+  rescaled to 0..1 and summed with weights; the default model's profile) or weighted reciprocal
+  rank fusion. Both have one change for mixed-language vaults: full-text search cannot match a
+  note written in another script than the query (an English question shares no tokens with a
+  Chinese note), so a missing lexical match there says nothing about relevance. Plain fusion
+  treats it as "not relevant" and lets same-language notes that merely share words bury the
+  cross-language answer. For a candidate whose dominant script differs from the query's, the
+  missing lexical part is imputed as equal to its vector part.
 - The relevance gate: content-free prompts ("ok continue", "好的繼續") search nothing; a hit must
   carry evidence (enough query terms, or a vector similarity above the model's noise floor);
   `min_score` applies to the normalised fused score; hits far below the best are dropped.

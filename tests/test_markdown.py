@@ -18,6 +18,7 @@ from vaultmem.markdown import (
     Chunk,
     NoteSkipped,
     decode_note,
+    embedding_input,
     parse_note,
     text_size,
 )
@@ -287,9 +288,28 @@ def test_skipped_heading_levels_and_empty_headings() -> None:
     assert [c.heading for c in note.chunks] == ["A", "A > Deep", "A", "A > B"]
 
 
-def test_content_hash_is_sha256_of_the_text() -> None:
+def test_content_hash_is_sha256_of_the_embedding_input() -> None:
     for chunk in parse_note("n.md", section("# A") + section("# B"), max_chunk_chars=80).chunks:
-        assert chunk.content_hash == hashlib.sha256(chunk.text.encode()).hexdigest()
+        expected = embedding_input(chunk.heading, chunk.text)
+        assert chunk.content_hash == hashlib.sha256(expected.encode()).hexdigest()
+
+
+def test_a_chunk_is_embedded_with_the_headings_above_it() -> None:
+    body = " ".join(f"sentence {i} about the trial." for i in range(60))
+    dose_text = "The dose was halved after the first week. " * 5
+    note = parse_note(
+        "n.md", f"# Aspirin trial\n\n{body}\n\n## Dose\n\n{dose_text}\n", max_chunk_chars=600
+    )
+    first, *rest = note.chunks
+    assert first.text.startswith("# Aspirin trial\nsentence 0 ")  # the title is not left alone
+    assert embedding_input(first.heading, first.text) == first.text  # starts with its own H1
+    continuation = rest[0]
+    assert not continuation.text.startswith("#")
+    assert embedding_input(continuation.heading, continuation.text).startswith("Aspirin trial\n\n")
+    dose = note.chunks[-1]
+    assert embedding_input(dose.heading, dose.text) == f"Aspirin trial > Dose\n\n{dose.text}"
+    assert dose.text.startswith("## Dose")
+    assert embedding_input("", "no headings at all") == "no headings at all"
 
 
 def test_identical_sections_hash_alike_wherever_they_are() -> None:
@@ -440,7 +460,8 @@ def test_chunks_are_bounded_and_cover_the_body(lines: list[str], limit: int) -> 
         # A CJK character weighs 3, so below that a one-character chunk is the smallest possible.
         assert 0 < text_size(chunk.text) <= max(limit, WIDE_CHAR_WEIGHT)
         assert chunk.text.strip()
-        assert chunk.content_hash == hashlib.sha256(chunk.text.encode()).hexdigest()
+        expected = embedding_input(chunk.heading, chunk.text)
+        assert chunk.content_hash == hashlib.sha256(expected.encode()).hexdigest()
     assert non_space("".join(c.text for c in note.chunks)) == non_space(note.body)
 
 
@@ -481,3 +502,13 @@ def test_default_chunks_fit_the_default_models_window() -> None:
             for chunk in parse_note("n.md", text).chunks:
                 worst = max(worst, model.token_count(chunk.text))
     assert worst <= 512, worst
+
+
+def test_a_long_paragraph_is_cut_into_even_pieces_with_its_heading() -> None:
+    """Not "# Title" alone, then a full piece, then a scrap: the title rides with the first."""
+    abstract = " ".join(f"word{i}" for i in range(330))  # ~2,500 characters, one line
+    chunks = parse_note("n.md", f"# Title\n\n{abstract}\n", max_chunk_chars=1500).chunks
+    sizes = [len(c.text) for c in chunks]
+    assert len(chunks) == 2 and chunks[0].text.startswith("# Title\nword0 ")
+    assert max(sizes) <= 1500 and min(sizes) > 1000, sizes
+    assert non_space("".join(c.text for c in chunks)) == non_space(f"# Title{abstract}")

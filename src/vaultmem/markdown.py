@@ -68,7 +68,7 @@ class Chunk:
     index: int
     heading: str  # heading path joined with " > " ("" before the first heading)
     text: str  # verbatim body text (the section's own heading line included); no path prefix
-    content_hash: str  # sha256 hex of text
+    content_hash: str  # sha256 hex of embedding_input(heading, text): what the vector is of
 
 
 @dataclass(frozen=True)
@@ -335,8 +335,11 @@ def _clean(text: str) -> str:
     return _BLANK_LINES_RE.sub("", text).rstrip()
 
 
-def _hard_split(text: str, limit: int) -> list[str]:
-    """Split one over-long line, preferring the last whitespace within each window."""
+def _hard_split(text: str, limit: int, first: int | None = None) -> list[str]:
+    """Split one over-long line, preferring the last whitespace within each window.
+
+    `first`, when given, is the budget of the first piece (room left beside a lead-in).
+    """
     wide = bytearray(len(text))  # 1 where a character weighs WIDE_CHAR_WEIGHT
     if not text.isascii():
         for m in WIDE_CHAR_RE.finditer(text):
@@ -344,10 +347,11 @@ def _hard_split(text: str, limit: int) -> list[str]:
     pieces: list[str] = []
     start, n = 0, len(text)
     while start < n:
-        end, used = start, 0  # the longest window from `start` that fits `limit`
+        budget = first if first is not None and not pieces else limit
+        end, used = start, 0  # the longest window from `start` that fits the budget
         while end < n:
             used += WIDE_CHAR_WEIGHT if wide[end] else 1
-            if used > limit:
+            if used > budget:
                 break
             end += 1
         if end == n:
@@ -382,12 +386,22 @@ def _pack(parts: list[str], limit: int, sep: str) -> list[str]:
     return out
 
 
-def _split_block(block: str, limit: int) -> list[str]:
-    """A block (no blank lines) that is too long: pack its lines, hard-splitting long ones."""
-    lines: list[str] = []
+def _split_block(block: str, limit: int, lead: str = "") -> list[str]:
+    """A block (no blank lines) that is too long: pack its lines, hard-splitting long ones.
+
+    A long line is cut into pieces of about equal size rather than full ones and a scrap, and
+    `lead` (a short part just before the block: a heading line, a lead-in) goes into the first
+    piece instead of standing alone as a chunk that says nothing.
+    """
+    lines: list[str] = [lead] if lead else []
     for line in block.split("\n"):
-        if text_size(line) > limit:
-            lines.extend(_hard_split(line, limit))
+        size = text_size(line)
+        beside = text_size(lead) + 1 if lead and lines == [lead] else 0
+        if size + beside > limit:
+            pieces = -(-(size + beside) // limit)
+            target = min(limit, -(-(size + beside) // pieces) + limit // 20)
+            first = max(1, target - beside) if beside else None
+            lines.extend(_hard_split(line, target, first))
         elif line.strip():
             lines.append(line.rstrip())
     return _pack(lines, limit, "\n")
@@ -408,7 +422,16 @@ def _split_section(lines: list[str], in_fence: list[bool], start: int, limit: in
         blocks.append(_clean("\n".join(current)))
     parts: list[str] = []
     for block in blocks:
-        if text_size(block) <= limit:
+        size = text_size(block)
+        if (
+            parts
+            and text_size(parts[-1]) < limit // 4 < size
+            and (text_size(parts[-1]) + 2 + size > limit)
+        ):
+            # A short part (a heading line) that would otherwise stand alone rides with the
+            # first piece of the block after it.
+            parts.extend(_split_block(block, limit, parts.pop()))
+        elif size <= limit:
             parts.append(block)
         else:
             parts.extend(_split_block(block, limit))
@@ -453,6 +476,22 @@ def _chunk_texts(scan: _Scan, lines: list[str], limit: int) -> list[tuple[str, s
     return [(heading, sep.join(texts)) for heading, texts, _ in groups]
 
 
+def embedding_input(heading: str, text: str) -> str:
+    """What the embedder sees for a chunk: its heading path, then its text.
+
+    A chunk cut from the middle of a section ("...and the dose was halved.") means little
+    alone; the headings above it say what it is about. Headings come from the text, never the
+    file name, so a rename still re-embeds nothing. A chunk that starts with its own full path
+    (an H1 section's first chunk) is left as it is.
+    """
+    if not heading:
+        return text
+    first = text.split("\n", 1)[0].lstrip("#").strip()
+    if first == heading:
+        return text
+    return f"{heading}\n\n{text}"
+
+
 def parse_note(path: str, text: str, *, max_chunk_chars: int = 1500) -> Note:
     """Parse a decoded note (see decode_note) into front matter, title, tags and chunks."""
     if max_chunk_chars < 1:
@@ -476,7 +515,12 @@ def parse_note(path: str, text: str, *, max_chunk_chars: int = 1500) -> Note:
     tags = tuple(dict.fromkeys(_front_matter_tags(front_matter) + scan.tags))
 
     chunks = tuple(
-        Chunk(i, heading, chunk_text, hashlib.sha256(chunk_text.encode("utf-8")).hexdigest())
+        Chunk(
+            i,
+            heading,
+            chunk_text,
+            hashlib.sha256(embedding_input(heading, chunk_text).encode("utf-8")).hexdigest(),
+        )
         for i, (heading, chunk_text) in enumerate(_chunk_texts(scan, lines, max_chunk_chars))
     )
     return Note(

@@ -16,7 +16,7 @@ import numpy as np
 
 from .db import Conn
 from .lexical import lexeme_text
-from .markdown import Note
+from .markdown import Note, embedding_input
 from .policy import Finding
 
 
@@ -291,16 +291,16 @@ def fill_from_cache(
 
 
 def backlog_batch(conn: Conn, vault_id: int, model_id: str, limit: int) -> list[tuple[str, str]]:
-    """Distinct (content_hash, text) still lacking a vector from `model_id`."""
+    """Distinct (content_hash, embedding input) still lacking a vector from `model_id`."""
     rows = conn.execute(
         """
-        SELECT DISTINCT ON (content_hash) content_hash, content FROM memory_primary
+        SELECT DISTINCT ON (content_hash) content_hash, heading, content FROM memory_primary
          WHERE vault_id = %s AND (embedding IS NULL OR model_id IS DISTINCT FROM %s)
          ORDER BY content_hash LIMIT %s
         """,
         (vault_id, model_id, limit),
     ).fetchall()
-    return [(r["content_hash"], r["content"]) for r in rows]
+    return [(r["content_hash"], embedding_input(r["heading"], r["content"])) for r in rows]
 
 
 def backlog_size(conn: Conn, vault_id: int, model_id: str | None) -> int:

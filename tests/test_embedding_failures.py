@@ -21,6 +21,8 @@ from indexing import fresh_build_snapshot, index, snapshot
 from reliability import index_state, invariants, note_text, vault_id, vaultmem
 
 from vaultmem.cli import cli
+from vaultmem.markdown import embedding_input
+from vaultmem.markdown import embedding_input
 
 MODEL = "multilingual-e5-small-q4"  # a size the embedder knows: no probe request to script
 DIM = 384
@@ -38,14 +40,15 @@ def openai_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def _embedded(conn, root) -> dict[str, list[float]]:
+    """What was embedded (the chunk's embedding input) -> the vector stored for it."""
     rows = conn.execute(
-        "SELECT content, embedding, model_id FROM memory_primary"
+        "SELECT heading, content, embedding, model_id FROM memory_primary"
         " WHERE vault_id = %s AND embedding IS NOT NULL",
         (vault_id(conn, root),),
     ).fetchall()
     conn.commit()
     assert all(r["model_id"] == f"openai:{MODEL}" for r in rows)
-    return {r["content"]: r["embedding"] for r in rows}
+    return {embedding_input(r["heading"], r["content"]): r["embedding"] for r in rows}
 
 
 def _backlog(conn, root) -> set[str]:

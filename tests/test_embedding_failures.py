@@ -22,7 +22,6 @@ from reliability import index_state, invariants, note_text, vault_id, vaultmem
 
 from vaultmem.cli import cli
 from vaultmem.markdown import embedding_input
-from vaultmem.markdown import embedding_input
 
 MODEL = "multilingual-e5-small-q4"  # a size the embedder knows: no probe request to script
 DIM = 384

@@ -32,8 +32,12 @@ CREATE TABLE IF NOT EXISTS index_state (
     last_run        jsonb,
     rebuild_target  text,
     rebuild_started_at timestamptz,
+    chunker         text,
     updated_at      timestamptz NOT NULL DEFAULT now()
 );
+-- How the vault's notes were cut into chunks (markdown.chunker_signature); a different one
+-- (an upgrade, a new VAULTMEM_MAX_CHUNK_CHARS) makes the next run re-chunk every note.
+ALTER TABLE index_state ADD COLUMN IF NOT EXISTS chunker text;
 
 -- One row per indexed note: what the index believes HEAD holds at that path.
 CREATE TABLE IF NOT EXISTS memory_notes (

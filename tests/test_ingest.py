@@ -205,3 +205,33 @@ def test_ingest_cli_prints_counts_and_json(conn, vault) -> None:
     r = CliRunner().invoke(cli, ["ingest", "--vault", str(vault.root), "--json"])
     data = json.loads(r.stdout)
     assert data["added"] == 1 and data["mode"] == "incremental"
+
+
+def test_a_change_of_chunking_re_chunks_every_note_on_the_next_run(
+    conn, vault, tmp_path, monkeypatch
+) -> None:
+    """A new VAULTMEM_MAX_CHUNK_CHARS (or a new chunker after an upgrade) with no new commit."""
+    vault.write("long.md", LONG)
+    vault.write("short.md", "# Short\n\nA few words.\n")
+    vault.commit()
+    index(vault.root)
+    vid = db.find_vault(conn, vault.root).id
+    before = chunks(conn, vault.root)
+
+    monkeypatch.setenv("VAULTMEM_MAX_CHUNK_CHARS", "400")
+    assert verify(load_settings(vault.root), vault.root, deep=True).drift  # stale until the run
+    result = index(vault.root)
+    assert result.mode == "rebuild"
+    assert result.embedded == len(chunks(conn, vault.root)["long.md"])  # short.md: from cache
+    assert len(chunks(conn, vault.root)["long.md"]) > len(before["long.md"])
+    assert snapshot(conn, vault.root) == fresh_build_snapshot(conn, vault.root, tmp_path)
+    assert not verify(load_settings(vault.root), vault.root, deep=True).drift
+    assert index(vault.root).mode != "rebuild"  # once
+
+    # A database indexed before the chunker was recorded (NULL): re-chunked once, and since
+    # nothing changed, not one chunk is embedded again.
+    conn.execute("UPDATE index_state SET chunker = NULL WHERE vault_id = %s", (vid,))
+    conn.commit()
+    again = index(vault.root)
+    assert again.mode == "rebuild" and again.embedded == 0
+    assert store.state(conn, vid).chunker is not None

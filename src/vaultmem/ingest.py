@@ -26,7 +26,7 @@ from typing import Any
 import portalocker
 import psycopg
 
-from . import db, gitdiff, store
+from . import db, gitdiff, markdown, store
 from .config import Settings
 from .embed import Embedder, get_embedder
 from .errors import VaultmemError
@@ -519,7 +519,15 @@ def _run_passes(
     conn, vault = _open(settings, root, start_db=start_db)
     ing = Ingester(settings, conn, vault, embedder=embedder, progress=progress)
     total = IngestResult()
+    chunker = markdown.chunker_signature(settings.max_chunk_chars)
     try:
+        st = store.state(conn, vault.id)
+        conn.commit()
+        if st.watermark is not None and st.chunker != chunker:
+            # Indexed with other chunking (an upgrade, a new VAULTMEM_MAX_CHUNK_CHARS): stored
+            # chunks no longer match what the notes parse into, so re-derive them all. Chunks
+            # that did not change keep their vectors through the embedding cache.
+            rebuild = True
         if rebuild:
             files.pending.unlink(missing_ok=True)
             head = gitdiff.head_commit(root)
@@ -529,6 +537,11 @@ def _run_passes(
             while files.pending.exists():
                 files.pending.unlink(missing_ok=True)
                 _merge(total, index_pass(ing, IngestResult()))
+            if st.chunker != chunker:  # every note is now chunked the current way
+                with conn.transaction():
+                    store.set_chunker(conn, vault.id, chunker)
+                st = store.state(conn, vault.id)
+                conn.commit()
             if not embed:
                 break
             # Pause embedding whenever a new commit arrives, so its text is searchable at once.

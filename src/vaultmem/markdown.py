@@ -476,6 +476,16 @@ def _chunk_texts(scan: _Scan, lines: list[str], limit: int) -> list[tuple[str, s
     return [(heading, sep.join(texts)) for heading, texts, _ in groups]
 
 
+# Bump when chunk boundaries or embedding inputs change for the same note and settings: vaults
+# indexed by another version are re-chunked on their next run (see chunker_signature).
+CHUNKER_VERSION = 2
+
+
+def chunker_signature(max_chunk_chars: int) -> str:
+    """What decides how a note is chunked; stored per vault to notice a change."""
+    return f"v{CHUNKER_VERSION}:{max_chunk_chars}"
+
+
 def embedding_input(heading: str, text: str) -> str:
     """What the embedder sees for a chunk: its heading path, then its text.
 

@@ -50,6 +50,12 @@ def m003_bm25_statistics(conn: psycopg.Connection[Any]) -> None:
     rebuild_lexical_stats(conn)
 
 
+def m004_chunker_signature(conn: psycopg.Connection[Any]) -> None:
+    """index_state.chunker records how a vault was chunked (schema.sql adds the column). It
+    starts NULL, "unknown", so the next run re-chunks every note with the current chunker;
+    vectors of unchanged chunks come back from the embedding cache."""
+
+
 def rebuild_lexical_stats(conn: psycopg.Connection[Any]) -> None:
     """Recount memory_lexical_stats and memory_lexicon from memory_primary (all vaults)."""
     conn.execute("DELETE FROM memory_lexicon")
@@ -73,6 +79,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (1, lambda conn: None),
     (2, m002_vaults_and_chunks),
     (3, m003_bm25_statistics),
+    (4, m004_chunker_signature),
 ]
 
 CURRENT_VERSION = MIGRATIONS[-1][0]

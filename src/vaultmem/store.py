@@ -27,11 +27,12 @@ class IndexState:
     rebuild_target: str | None
     rebuild_started_at: Any
     last_run: dict[str, Any] | None
+    chunker: str | None = None
 
 
 def state(conn: Conn, vault_id: int) -> IndexState:
     row = conn.execute(
-        "SELECT watermark, model_id, rebuild_target, rebuild_started_at, last_run"
+        "SELECT watermark, model_id, rebuild_target, rebuild_started_at, last_run, chunker"
         " FROM index_state WHERE vault_id = %s",
         (vault_id,),
     ).fetchone()
@@ -43,6 +44,14 @@ def state(conn: Conn, vault_id: int) -> IndexState:
         row["rebuild_target"],
         row["rebuild_started_at"],
         row["last_run"],
+        row["chunker"],
+    )
+
+
+def set_chunker(conn: Conn, vault_id: int, signature: str) -> None:
+    conn.execute(
+        "UPDATE index_state SET chunker = %s, updated_at = now() WHERE vault_id = %s",
+        (signature, vault_id),
     )
 
 

@@ -96,6 +96,8 @@ class Fusion:
 #   BM25 alone                  0.782 / 0.743             -     / 0.650         0.988 / 0.991
 #   RRF k=20, lw 1.0            0.825 / 0.785           0.700 / 0.683         0.987 / 0.985
 #   score, lw 1.25              0.834 / 0.798           0.707 / 0.689         0.995 / 0.993
+# Re-checked after chunks got their heading context (full SciFact, 809 train / 300 test
+# queries): RRF k=20 0.706 / 0.691, score lw 0.75-2.0 0.720-0.724 / 0.692-0.694.
 # lw 1.25 was best on all three tuning sets (1.0-2.0 are within 0.005: a flat optimum). RRF,
 # which sees only ranks, could not beat BM25 on CMRC, where BM25's top hit is usually far ahead;
 # scores keep that margin. bench/mixed_language.py (300 tldr pages, half English, half Chinese,

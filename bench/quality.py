@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from _setup import bench_env
 
@@ -61,6 +62,44 @@ def recall_at(ranked: list[str], rel: dict[str, int], k: int) -> float:
     return len(set(ranked[:k]) & set(rel)) / len(rel) if rel else 0.0
 
 
+def subset(
+    corpus: dict[str, dict],
+    qrels: dict[str, dict[str, int]],
+    qids: list[str],
+    docs: int,
+    rng: random.Random,
+) -> tuple[dict[str, dict], list[str]]:
+    """`docs` documents: every relevant one (up to `docs`), then random others; and the queries
+    whose relevant documents are all kept."""
+    relevant = sorted({d for q in qids for d in qrels[q] if d in corpus})
+    others = [d for d in corpus if d not in set(relevant)]
+    rng.shuffle(others)
+    keep = set(relevant[:docs]) | set(others[: max(0, docs - len(relevant))])
+    corpus = {d: corpus[d] for d in corpus if d in keep}
+    return corpus, [q for q in qids if all(d in corpus for d in qrels[q])]
+
+
+def index_corpus(repo: Path, corpus: dict[str, dict]) -> tuple[Path, Any, Any]:
+    """One note per document in a new git repo, indexed by the real catch-up (backlog drained).
+
+    Returns (repo, settings, ingest result). Needs the environment from `bench_env`."""
+    from vaultmem import ingest
+    from vaultmem.config import load_settings
+
+    (repo / "docs").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for did, d in corpus.items():
+        title = (d.get("title") or "").strip()
+        body = (f"# {title}\n\n" if title else "") + d["text"].strip() + "\n"
+        (repo / "docs" / f"{did}.md").write_text(body, encoding="utf-8")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "corpus"], cwd=repo, check=True)
+    settings = load_settings(repo)
+    result = ingest.catch_up(settings, repo, wait=True)
+    assert result is not None and result.backlog == 0, result
+    return repo, settings, result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -76,37 +115,19 @@ def main() -> None:
     rng = random.Random(args.seed)
     qids = sorted(q for q in qrels if q in queries)
     if args.docs and args.docs < len(corpus):
-        relevant = sorted({d for q in qids for d in qrels[q] if d in corpus})
-        others = [d for d in corpus if d not in set(relevant)]
-        rng.shuffle(others)
-        keep = set(relevant[: args.docs]) | set(others[: max(0, args.docs - len(relevant))])
-        corpus = {d: corpus[d] for d in corpus if d in keep}
-        qids = [q for q in qids if all(d in corpus for d in qrels[q])]
+        corpus, qids = subset(corpus, qrels, qids, args.docs, rng)
     if args.queries and args.queries < len(qids):
         qids = sorted(rng.sample(qids, args.queries))
 
     work, external = bench_env("vaultmem-quality-", args.provider)
 
-    from vaultmem import db, ingest, server
-    from vaultmem.config import load_settings
+    from vaultmem import db, server
     from vaultmem.embed import get_embedder
     from vaultmem.query import search
 
-    repo = work / args.dataset
-    (repo / "docs").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    for did, d in corpus.items():
-        title = (d.get("title") or "").strip()
-        body = (f"# {title}\n\n" if title else "") + d["text"].strip() + "\n"
-        (repo / "docs" / f"{did}.md").write_text(body, encoding="utf-8")
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    subprocess.run(["git", "commit", "-qm", "corpus"], cwd=repo, check=True)
-
-    settings = load_settings(repo)
     t0 = time.perf_counter()
-    result = ingest.catch_up(settings, repo, wait=True)
+    repo, settings, result = index_corpus(work / args.dataset, corpus)
     t_ingest = time.perf_counter() - t0
-    assert result is not None and result.backlog == 0, result
     embedder = get_embedder(settings)
     print(
         f"{args.dataset}: {len(corpus)} docs, {len(qids)} queries, provider {embedder.model_id}; "

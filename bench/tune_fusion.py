@@ -19,11 +19,10 @@ import itertools
 import json
 import pickle
 import random
-import subprocess
 from pathlib import Path
 
 from _setup import bench_env
-from quality import DATA, load, ndcg_at, recall_at
+from quality import DATA, index_corpus, load, ndcg_at, recall_at, subset
 
 
 def main() -> None:
@@ -41,12 +40,7 @@ def main() -> None:
     rng = random.Random(args.seed)
     qids = sorted(q for q in qrels if q in queries)
     if args.docs and args.docs < len(corpus):  # the same subset as bench/quality.py
-        relevant = sorted({d for q in qids for d in qrels[q] if d in corpus})
-        others = [d for d in corpus if d not in set(relevant)]
-        rng.shuffle(others)
-        keep = set(relevant[: args.docs]) | set(others[: max(0, args.docs - len(relevant))])
-        corpus = {d: corpus[d] for d in corpus if d in keep}
-        qids = [q for q in qids if all(d in corpus for d in qrels[q])]
+        corpus, qids = subset(corpus, qrels, qids, args.docs, rng)
     train: dict[str, str] = {}
     train_qrels: dict[str, dict[str, int]] = {}
     tpath = DATA / args.dataset / "qrels" / "train.tsv"
@@ -81,22 +75,10 @@ def main() -> None:
         rows_by_q = pickle.load(open(args.rows, "rb"))
     else:
         work, _ = bench_env("vaultmem-tune-", args.provider)
-        from vaultmem import db, ingest
-        from vaultmem.config import load_settings
+        from vaultmem import db
         from vaultmem.embed import get_embedder
 
-        repo = work / args.dataset
-        (repo / "docs").mkdir(parents=True)
-        subprocess.run(["git", "init", "-q", str(repo)], check=True)
-        for did, d in corpus.items():
-            title = (d.get("title") or "").strip()
-            body = (f"# {title}\n\n" if title else "") + d["text"].strip() + "\n"
-            (repo / "docs" / f"{did}.md").write_text(body, encoding="utf-8")
-        subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-        subprocess.run(["git", "commit", "-qm", "corpus"], cwd=repo, check=True)
-        settings = load_settings(repo)
-        result = ingest.catch_up(settings, repo, wait=True)
-        assert result is not None and result.backlog == 0, result
+        repo, settings, _ = index_corpus(work / args.dataset, corpus)
         embedder = get_embedder(settings)
         with db.connect(settings) as conn:
             vault = db.find_vault(conn, repo)

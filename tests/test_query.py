@@ -473,3 +473,8 @@ def test_same_script_candidates_get_no_imputation():
     )
     assert not hits[0].lexical_imputed
     assert hits[0].fused == pytest.approx(1 / 61)
+
+
+def test_an_unknown_fusion_method_is_refused_when_the_profile_is_made() -> None:
+    with pytest.raises(ValueError, match="unknown fusion method"):
+        Fusion(method="mean")  # type: ignore[arg-type]

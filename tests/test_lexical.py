@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vaultmem.lexical import MAX_TOKEN_CHARS, lexeme_text, query_tokens, tokens
+from vaultmem.lexical import MAX_TOKEN_CHARS, lexeme_text, query_tokens, tokens, words
 
 
 @pytest.mark.parametrize(
@@ -44,23 +44,43 @@ from vaultmem.lexical import MAX_TOKEN_CHARS, lexeme_text, query_tokens, tokens
         pytest.param("a a a", ["a", "a", "a"], id="duplicates-kept"),
     ],
 )
-def test_tokens(text: str, expected: list[str]) -> None:
+def test_words(text: str, expected: list[str]) -> None:
+    assert words(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            "Mutations mutated mutation", ["mutat", "mutat", "mutat"], id="word-forms-meet"
+        ),
+        pytest.param("Studies studying STUDIED", ["studi", "studi", "studi"], id="case-first"),
+        pytest.param("k8s v1 2024 café", ["k8s", "v1", "2024", "café"], id="digits-non-ascii-kept"),
+        pytest.param("部署 deployments", ["部署", "deploy"], id="cjk-untouched"),
+    ],
+)
+def test_tokens_stem_plain_ascii_words(text: str, expected: list[str]) -> None:
     assert tokens(text) == expected
 
 
 def test_lexeme_text_joins_tokens_with_spaces() -> None:
-    assert lexeme_text("Hello 東京都!") == "hello 東京 京都"
+    assert lexeme_text("Hello 東京都 runs!") == "hello 東京 京都 run"
 
 
 def test_query_tokens_use_the_same_tokenisation_deduplicated() -> None:
-    assert query_tokens("Deploy deploy 東京 東京 staging") == ["deploy", "東京", "staging"]
+    assert query_tokens("Deploy deploys 東京 東京 staging") == ["deploy", "東京", "stage"]
     text = "Notes about 東京都 and DEPLOY scripts"
     assert set(query_tokens(text)) == set(tokens(text))
 
 
+def test_query_tokens_drop_words_before_stemming() -> None:
+    # "does" stems to "doe": a stop list of surface words must be applied first.
+    assert query_tokens("does it regulate", drop=frozenset({"does", "it"})) == ["regul"]
+
+
 def test_overlong_tokens_are_dropped() -> None:
     blob = "A" * (MAX_TOKEN_CHARS + 1)
-    assert tokens(f"keep {blob} this {'b' * MAX_TOKEN_CHARS}") == ["keep", "this", "b" * 128]
+    assert words(f"keep {blob} this {'b' * MAX_TOKEN_CHARS}") == ["keep", "this", "b" * 128]
 
 
 @given(st.text())

@@ -7,7 +7,10 @@ Han, Hiragana, Katakana and Hangul become overlapping character bigrams ("東京
 "京都"), the standard approach for CJK search without a dictionary; a lone CJK character stays
 a unigram. Everything else is split into runs of letters/digits after NFKC normalisation and
 case folding ("Ｆｕｌｌ-width" -> "full", "width"; "snake_case" -> "snake", "case", as
-PostgreSQL itself splits on '_').
+PostgreSQL itself splits on '_'). Plain ASCII words are then reduced to their English Snowball
+stem ("mutations" -> "mutat", "regulated" -> "regul"), so a question's word forms meet the note's;
+on SciFact this lifted lexical nDCG@10 from 0.655 to ___ (bench/quality.py). Words with digits or
+non-ASCII letters are left as they are: the English rules would only mangle them.
 
 Known limitation: combining marks are not word characters, so scripts that rely on them
 (Devanagari, Thai, ...) split inside words. Notes and queries split the same way, so matching
@@ -16,8 +19,12 @@ still works, only less precisely.
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import re
 import unicodedata
+
+import snowballstemmer
 
 # Longer "words" (base64, minified blobs) are noise, and PostgreSQL refuses lexemes over 2 KB.
 MAX_TOKEN_CHARS = 128
@@ -43,6 +50,17 @@ _CJK_RUN_RE = re.compile(f"([{_CJK_CLASS}]+)")
 # what markdown.text_size weighs more.
 WIDE_CHAR_RE = re.compile(f"[{_CJK_CLASS}\u3000-\u303f\uff00-\uffef]")
 _WORD_RE = re.compile(r"[^\W_]+")
+_ASCII_LETTERS_RE = re.compile(r"[a-z]+")
+_ENGLISH = snowballstemmer.stemmer("english")
+# Part of markdown.chunker_signature: a stemmer release that stems differently must re-index,
+# or notes and queries would stop meeting on the same tokens.
+TOKENISER_ID = f"snowball-english-{importlib.metadata.version('snowballstemmer')}"
+
+
+@functools.lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    # Cached: a vault reuses a few thousand words over and over, and a stem costs ~25 us.
+    return _ENGLISH.stemWord(word) if _ASCII_LETTERS_RE.fullmatch(word) else word
 
 
 def _normalise(text: str) -> str:
@@ -58,8 +76,8 @@ def _cjk_grams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-def tokens(text: str) -> list[str]:
-    """Search tokens of `text`, in order, duplicates kept (they weight the tsvector)."""
+def words(text: str) -> list[str]:
+    """The normalised words of `text` (CJK as bigrams), in order, before stemming."""
     out: list[str] = []
     # re.split with a capturing group alternates: non-CJK text, CJK run, non-CJK text, ...
     for i, part in enumerate(_CJK_RUN_RE.split(_normalise(text))):
@@ -74,11 +92,22 @@ def tokens(text: str) -> list[str]:
     return out
 
 
+def stem(word: str) -> str:
+    """The search token for one of `words`' words."""
+    return _stem(word)
+
+
+def tokens(text: str) -> list[str]:
+    """Search tokens of `text`, in order, duplicates kept (they weight the tsvector)."""
+    return [_stem(w) for w in words(text)]
+
+
 def lexeme_text(text: str) -> str:
     """Space-separated tokens of `text`, to store via to_tsvector('simple', ...)."""
     return " ".join(tokens(text))
 
 
-def query_tokens(text: str) -> list[str]:
-    """Tokens of a search query: the same tokenisation as for notes, deduplicated, in order."""
-    return list(dict.fromkeys(tokens(text)))
+def query_tokens(text: str, drop: frozenset[str] = frozenset()) -> list[str]:
+    """Tokens of a search query: the same tokenisation as for notes, deduplicated, in order,
+    leaving out the words in `drop` (compared before stemming: "does" stems to "doe")."""
+    return list(dict.fromkeys(_stem(w) for w in words(text) if w not in drop))

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from .lexical import WIDE_CHAR_RE
+from .lexical import TOKENISER_ID, WIDE_CHAR_RE
 
 SKIP_TOO_LARGE = "too-large"
 SKIP_BINARY = "binary"
@@ -474,14 +474,15 @@ def _chunk_texts(scan: _Scan, lines: list[str], limit: int) -> list[tuple[str, s
     return [(heading, sep.join(texts)) for heading, texts, _ in groups]
 
 
-# Bump when chunk boundaries or embedding inputs change for the same note and settings: vaults
-# indexed by another version are re-chunked on their next run (see chunker_signature).
-CHUNKER_VERSION = 2
+# Bump when chunk boundaries, embedding inputs or search tokens (lexical.tokens) change for the
+# same note and settings: vaults indexed by another version are re-chunked on their next run
+# (see chunker_signature). Unchanged chunk texts keep their cached vectors. 3: English stemming.
+CHUNKER_VERSION = 3
 
 
 def chunker_signature(max_chunk_chars: int) -> str:
     """What decides how a note is chunked; stored per vault to notice a change."""
-    return f"v{CHUNKER_VERSION}:{max_chunk_chars}"
+    return f"v{CHUNKER_VERSION}:{max_chunk_chars}:{TOKENISER_ID}"
 
 
 def embedding_input(heading: str, text: str) -> str:

@@ -192,11 +192,8 @@ def is_content_free(prompt: str) -> bool:
 
 
 def search_terms(query: str) -> list[str]:
-    """The query's full-text terms: lexical tokens minus stop words (all of them if only stop
-    words)."""
-    toks = query_tokens(query)
-    kept = [t for t in toks if t not in STOPWORDS]
-    return kept
+    """The query's full-text terms: its search tokens, stop words left out."""
+    return query_tokens(query, drop=STOPWORDS)
 
 
 def script_of(text: str) -> str | None:

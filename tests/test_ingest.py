@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from indexing import fresh_build_snapshot, index, snapshot
 
-from vaultmem import db, ingest, store
+from vaultmem import db, ingest, lexical, query, store
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
 from vaultmem.verify import verify
@@ -219,9 +219,15 @@ def test_a_change_of_chunking_re_chunks_every_note_on_the_next_run(
     before = chunks(conn, vault.root)
 
     monkeypatch.setenv("VAULTMEM_MAX_CHUNK_CHARS", "400")
-    assert verify(load_settings(vault.root), vault.root, deep=True).drift  # stale until the run
+    report = verify(load_settings(vault.root), vault.root)  # stale until the run, even shallow
+    assert report.drift and report.rechunk_due
+    out = CliRunner().invoke(cli, ["status"]).stdout
+    assert "run `vaultmem ingest` to re-chunk" in out and "(up to date)" not in out
+    assert json.loads(CliRunner().invoke(cli, ["status", "--json"]).stdout)["vaults"][0][
+        "rechunk_due"
+    ]
     result = index(vault.root)
-    assert result.mode == "rebuild"
+    assert result.mode == "rebuild" and result.to_commit == vault.head()
     assert result.embedded == len(chunks(conn, vault.root)["long.md"])  # short.md: from cache
     assert len(chunks(conn, vault.root)["long.md"]) > len(before["long.md"])
     assert snapshot(conn, vault.root) == fresh_build_snapshot(conn, vault.root, tmp_path)
@@ -235,3 +241,36 @@ def test_a_change_of_chunking_re_chunks_every_note_on_the_next_run(
     again = index(vault.root)
     assert again.mode == "rebuild" and again.embedded == 0
     assert store.state(conn, vid).chunker is not None
+
+
+def test_an_index_from_before_stemming_answers_word_forms_until_it_is_re_chunked(
+    conn, vault
+) -> None:
+    """After an upgrade the stored lexemes are surface words ("mutations") until the next run;
+    queries meanwhile must not be stemmed ("mutat"), or every English word form would miss."""
+    vault.write("brca.md", "# BRCA1\n\nMutations in BRCA1 raise the risk.\n")
+    vault.write("other.md", "# Other\n\nNothing to see.\n")
+    vault.commit()
+    index(vault.root)
+    vid = db.find_vault(conn, vault.root).id
+    # What a pre-stemming vaultmem wrote: surface words, and a chunker signature without a stemmer.
+    for row in conn.execute(
+        "SELECT p.path, p.chunk_index, n.title, p.heading, p.content FROM memory_primary p"
+        " JOIN memory_notes n USING (vault_id, path) WHERE p.vault_id = %s",
+        (vid,),
+    ).fetchall():
+        surface = " ".join(lexical.words(f"{row['title']}\n{row['heading']}\n{row['content']}"))
+        conn.execute(
+            "UPDATE memory_primary SET lexemes = to_tsvector('simple', %s)"
+            " WHERE vault_id = %s AND path = %s AND chunk_index = %s",
+            (surface, vid, row["path"], row["chunk_index"]),
+        )
+    conn.execute("UPDATE index_state SET chunker = 'v2:1500' WHERE vault_id = %s", (vid,))
+    conn.commit()
+
+    def found(q: str) -> list[str]:
+        return [h.path for h in query.search(conn, vid, q, None, mode="lexical")]
+
+    assert found("mutations") == ["brca.md"]  # the surface word, as stored
+    assert index(vault.root).mode == "rebuild"
+    assert found("mutations") == ["brca.md"] and found("mutated") == ["brca.md"]  # stemmed now

@@ -360,6 +360,8 @@ def verify(vault: str | None, deep: bool, as_json: bool) -> None:
         ):
             for p in items:
                 click.echo(f"  {label}: {p!r}")
+        if report.rechunk_due:
+            click.echo(f"  chunks: {_RECHUNK_HINT}")
         click.echo(
             "drift: run `vaultmem ingest` (or `vaultmem rebuild`) to repair"
             if report.drift
@@ -750,6 +752,12 @@ def _embedding_line(v: dict[str, Any]) -> str:
     return line
 
 
+_RECHUNK_HINT = (
+    "built by another vaultmem version or chunk size; run `vaultmem ingest` to re-chunk every"
+    " note (unchanged chunks keep their vectors)"
+)
+
+
 def _echo_vault_health(v: dict[str, Any]) -> None:
     """The lines of `status` that make a silent failure visible."""
     mark, head, behind = (v["watermark"] or "")[:12], (v["head"] or "")[:12], v["commits_behind"]
@@ -758,7 +766,7 @@ def _echo_vault_health(v: dict[str, Any]) -> None:
     elif not v["head"]:
         where = "no commits yet"
     elif behind == 0:
-        where = f"indexed to {mark} = HEAD (up to date)"
+        where = f"indexed to {mark} = HEAD" + ("" if v.get("rechunk_due") else " (up to date)")
     elif behind is not None and behind > 0:
         where = f"BEHIND: indexed to {mark}, HEAD is {head}, {behind} commits behind"
     elif mark:
@@ -768,6 +776,8 @@ def _echo_vault_health(v: dict[str, Any]) -> None:
     if behind:
         where += ": run `vaultmem ingest`"
     click.echo(f"  index: {where}")
+    if v.get("rechunk_due"):
+        click.echo(f"  chunks: {_RECHUNK_HINT}")
     run = v["last_run"]
     if run:
         order = ("added", "updated", "unchanged", "deleted", "renamed", "quarantined", "skipped")

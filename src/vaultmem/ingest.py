@@ -456,6 +456,7 @@ def index_pass(ing: Ingester, result: IngestResult) -> IngestResult:
 
 def _rebuild_pass(ing: Ingester, result: IngestResult, head: str) -> IngestResult:
     result.mode = "rebuild"
+    result.to_commit = head
     with ing.conn.transaction():
         started = store.start_rebuild(ing.conn, ing.vault.id, head)
     done = store.paths_done_since(ing.conn, ing.vault.id, started)
@@ -524,7 +525,7 @@ def _run_passes(
         st = store.state(conn, vault.id)
         conn.commit()
         rechunked = st.chunker == chunker
-        if st.watermark is not None and not rechunked:
+        if st.rechunk_due(chunker):
             # Indexed with other chunking (an upgrade, a new VAULTMEM_MAX_CHUNK_CHARS): stored
             # chunks no longer match what the notes parse into, so re-derive them all. Chunks
             # that did not change keep their vectors through the embedding cache.

@@ -58,7 +58,8 @@ _ASCII_LETTERS_RE = re.compile(r"[a-z]+")
 _ENGLISH = Stemmer.Stemmer("english")
 # Part of markdown.chunker_signature: a stemmer release that stems differently must re-index,
 # or notes and queries would stop meeting on the same tokens.
-TOKENISER_ID = f"snowball-english-{importlib.metadata.version('pystemmer')}"
+STEMMER = "snowball-english"
+TOKENISER_ID = f"{STEMMER}-{importlib.metadata.version('pystemmer')}"
 
 
 @functools.lru_cache(maxsize=65536)
@@ -111,7 +112,9 @@ def lexeme_text(text: str) -> str:
     return " ".join(tokens(text))
 
 
-def query_tokens(text: str, drop: frozenset[str] = frozenset()) -> list[str]:
+def query_tokens(text: str, drop: frozenset[str] = frozenset(), *, stem: bool = True) -> list[str]:
     """Tokens of a search query: the same tokenisation as for notes, deduplicated, in order,
-    leaving out the words in `drop` (compared before stemming: "does" stems to "doe")."""
-    return list(dict.fromkeys(_stem(w) for w in words(text) if w not in drop))
+    leaving out the words in `drop` (compared before stemming: "does" stems to "doe").
+    `stem=False` gives the unstemmed words, for an index written before stemming."""
+    kept = (w for w in words(text) if w not in drop)
+    return list(dict.fromkeys(_stem(w) for w in kept) if stem else dict.fromkeys(kept))

@@ -33,11 +33,12 @@ import numpy as np
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from .lexical import query_tokens, tokens
+from .lexical import STEMMER, query_tokens, tokens
 
 if TYPE_CHECKING:
     import psycopg
 
+    from .db import Conn
     from .embed import Embedder
 
 Mode = Literal["hybrid", "vector", "lexical"]
@@ -196,9 +197,19 @@ def is_content_free(prompt: str) -> bool:
     return len(cjk) < 2
 
 
-def search_terms(query: str) -> list[str]:
+def search_terms(query: str, *, stem: bool = True) -> list[str]:
     """The query's full-text terms: its search tokens, stop words left out."""
-    return query_tokens(query, drop=STOPWORDS)
+    return query_tokens(query, drop=STOPWORDS, stem=stem)
+
+
+def index_is_stemmed(conn: Conn, vault_id: int) -> bool:
+    """False for an index written before search tokens were stemmed (its chunker signature does
+    not name the stemmer) and not yet re-chunked: until its next run does that, it holds surface
+    words, and a stemmed query ("mutat") would miss every one of them ("mutations")."""
+    row = conn.execute(
+        "SELECT watermark, chunker FROM index_state WHERE vault_id = %s", (vault_id,)
+    ).fetchone()
+    return row is None or row["watermark"] is None or STEMMER in (row["chunker"] or "")
 
 
 def script_of(text: str) -> str | None:
@@ -599,9 +610,9 @@ def search(
     fusion = fusion or (fusion_for(embedder.model_id) if embedder is not None else Fusion())
     n = candidates or max(50, k * 10)
     # Terms always count as evidence for the gate; they only retrieve in hybrid/lexical mode.
-    all_terms = search_terms(query)
-    terms = all_terms if mode in ("hybrid", "lexical") else []
     was_idle = conn.info.transaction_status == TransactionStatus.IDLE
+    all_terms = search_terms(query, stem=index_is_stemmed(conn, vault_id))
+    terms = all_terms if mode in ("hybrid", "lexical") else []
     qvec = None
     if mode in ("hybrid", "vector") and embedder is not None:
         if has_vectors(conn, embedder.model_id, embedder.dimension):

@@ -29,6 +29,11 @@ class IndexState:
     last_run: dict[str, Any] | None
     chunker: str | None = None
 
+    def rechunk_due(self, signature: str) -> bool:
+        """Indexed by another chunker (an upgrade, a new VAULTMEM_MAX_CHUNK_CHARS) than the one
+        `signature` names: the next run re-chunks every note."""
+        return self.watermark is not None and self.chunker != signature
+
 
 def state(conn: Conn, vault_id: int) -> IndexState:
     row = conn.execute(

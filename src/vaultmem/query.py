@@ -206,6 +206,8 @@ def index_is_stemmed(conn: Conn, vault_id: int) -> bool:
     """False for an index written before search tokens were stemmed (its chunker signature does
     not name the stemmer) and not yet re-chunked: until its next run does that, it holds surface
     words, and a stemmed query ("mutat") would miss every one of them ("mutations")."""
+    # Its own read rather than store.state: importing store pulls in the secret detectors
+    # (~0.1 s), which the per-prompt hook, a cold process, must not pay.
     row = conn.execute(
         "SELECT watermark, chunker FROM index_state WHERE vault_id = %s", (vault_id,)
     ).fetchone()

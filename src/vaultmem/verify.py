@@ -112,6 +112,7 @@ def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyRepor
         ing = Ingester(settings, conn, vault)
         head = gitdiff.head_commit(root)
         st = store.state(conn, vault.id)
+        signature = chunker_signature(settings.max_chunk_chars)
         known = store.known_paths(conn, vault.id)
         report = VerifyReport(
             head=head,
@@ -125,9 +126,9 @@ def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyRepor
             warnings=note_warnings(conn, vault.id),
             last_run=st.last_run,
             chunker=st.chunker,
-            chunker_current=chunker_signature(settings.max_chunk_chars),
+            chunker_current=signature,
+            rechunk_due=st.rechunk_due(signature),
         )
-        report.rechunk_due = st.rechunk_due(chunker_signature(settings.max_chunk_chars))
         tree = gitdiff.ls_tree(root, head) if head else {}
         report.skipped.extend(unrecordable_skips(settings, root, tree))
         for path, (mode, blob) in tree.items():

@@ -63,7 +63,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "VAULTMEM_MAX_CHUNK_CHARS": (
         "1500",
         "Upper bound on a chunk's size in characters, a CJK character counting 3 "
-        "(so a chunk fits a 512-token embedding window in any script). A change re-chunks "
+        "(so a chunk of prose fits a 512-token embedding window in any script; code and "
+        "symbol-dense text can run past it, see bench/chunk_window.py). A change re-chunks "
         "every note on the next run.",
     ),
     "VAULTMEM_MEMORY_FILE": (

@@ -319,7 +319,9 @@ def _scan(lines: list[str]) -> _Scan:
 # tokenizer English runs about four characters per token and Chinese about 1.3 (punctuation
 # included), so a CJK character counts three times. Measured on SciFact and CMRC text, tokens
 # per unit stay below 0.33, so the default budget of 1,500 fits e5's 512-token window in either
-# script instead of losing a chunk's tail to truncation.
+# script instead of losing a chunk's tail to truncation. Not so for code and symbol-dense text
+# (JSON, number tables, hashes: 0.3-0.6 tokens per unit, bench/chunk_window.py): their chunks
+# can lose a tail from the vector, though full-text search still has all of it.
 WIDE_CHAR_WEIGHT = 3
 
 

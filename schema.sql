@@ -194,12 +194,15 @@ CREATE TABLE IF NOT EXISTS audit_allow (
 );
 
 -- Files at HEAD that could not be indexed (binary, too large, symlink, submodule, bad UTF-8),
--- with the reason, so `status` and `verify` can show every skip.
+-- with the reason, so `status` and `verify` can show every skip. `code` is triage's SkipCode
+-- (a value scripts can branch on); `reason` the sentence shown to people.
 CREATE TABLE IF NOT EXISTS memory_skipped (
     vault_id    integer NOT NULL REFERENCES vaults(id) ON DELETE CASCADE,
     path        text NOT NULL,
     blob_sha    text,
     reason      text NOT NULL,
+    code        text,
     skipped_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (vault_id, path)
 );
+ALTER TABLE memory_skipped ADD COLUMN IF NOT EXISTS code text;

@@ -52,7 +52,7 @@ def main() -> None:
 
     work, external = bench_env("vaultmem-bench-", args.provider)
 
-    from vaultmem import db, hooks, ingest, server, store
+    from vaultmem import db, git_hooks, ingest, server, store
     from vaultmem.config import load_settings
     from vaultmem.embed import get_embedder
 
@@ -120,8 +120,8 @@ def main() -> None:
     assert r_ren
 
     # 5. hook return time: run the installed hook as git does, many times
-    hooks.install(repo)
-    hook = hooks.hooks_dir(repo) / "post-commit"
+    git_hooks.install(repo)
+    hook = git_hooks.hooks_dir(repo) / "post-commit"
     times = []
     files = ingest.state_files(repo)
     for i in range(args.hook_runs):
@@ -134,7 +134,7 @@ def main() -> None:
         # Measure return time, not a pile-up: let this commit's background catch-up finish
         # (as it would between a person's commits) before the next one.
         time.sleep(0.3)
-        with ingest._lock(files, wait=True):
+        with ingest.writer(files, wait=True):
             pass
 
     overhead = (total - t_alone) / t_alone * 100 if t_alone > 0 else float("nan")

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from embedding_servers import FailingEmbeddingServer, Reply
 from indexing import index, snapshot
 
-from vaultmem import db, hooks, store
+from vaultmem import db, git_hooks, store
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
 from vaultmem.embed import get_embedder
@@ -36,7 +36,7 @@ def test_a_note_committed_behind_a_large_backlog_is_found_lexically_at_once(
         assert store.backlog_size(conn, vid, embedder.model_id) == 60
         conn.commit()
 
-        hooks.install(vault.root)
+        git_hooks.install(vault.root)
         vault.write(
             "new/zebra.md", "# Zebra crossing\n\nThe quokka xylophone rehearsal is on Tuesday.\n"
         )

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 from test_agent_wrapper import indexed_vault  # noqa: F401 - fixture
 
+from vaultmem.claude_hook import parse_args
 from vaultmem.claude_settings import (
     EVENT,
     install_claude_hook,
@@ -23,7 +24,6 @@ from vaultmem.claude_settings import (
 )
 from vaultmem.cli import cli
 from vaultmem.errors import ConfigError
-from vaultmem.hook import parse_args
 
 
 def run_hook(
@@ -323,8 +323,22 @@ def test_the_hook_process_does_not_import_the_cli():
     )
     assert proc.returncode == 0 and proc.stdout == b""
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()}
-    assert "vaultmem.hook" in imported
+    assert "vaultmem.claude_hook" in imported
     assert not {"click", "vaultmem.cli", "rich", "dotenv", "sqlalchemy"} & imported
+
+
+def test_a_searching_hook_imports_no_secret_detector_yaml_or_sqlalchemy(indexed_vault):  # noqa: F811
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "vaultmem", "claude-hook", "--no-memory"],
+        input=payload("how do I restore a postgres backup", indexed_vault.root),
+        capture_output=True,
+        timeout=60,
+    )
+    assert b'path="ops/postgres-backup.md"' in proc.stdout  # it really searched
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()}
+    assert "vaultmem.query" in imported
+    heavy = {"detect_secrets", "vaultmem.sensitive", "vaultmem.triage", "yaml", "sqlalchemy"}
+    assert not heavy & imported
 
 
 def test_hook_help_and_bad_options_go_through_click():

@@ -24,7 +24,7 @@ from reliability import (
     wait_settled,
 )
 
-from vaultmem import hooks
+from vaultmem import git_hooks
 from vaultmem.config import load_settings
 from vaultmem.verify import verify
 
@@ -38,7 +38,7 @@ def test_fifty_rapid_commits_with_hooks_and_a_rebuild_lose_nothing(conn, vault, 
         vault.write(f"base/n{i:03}.md", note_text(rng, f"Base {i}"))
     vault.commit("base")
     index(vault.root)
-    hooks.install(vault.root)
+    git_hooks.install(vault.root)
 
     durations: list[float] = []
     rebuild = None

@@ -45,9 +45,9 @@ def catalog(conn: psycopg.Connection) -> list[tuple[str, str]]:
 
 def test_schema_sql_is_idempotent(db_url: str) -> None:
     with psycopg.connect(db_url) as c:
-        c.execute(db.schema_sql())
+        c.execute(migrations.schema_sql())
         c.commit()
-        c.execute(db.schema_sql())
+        c.execute(migrations.schema_sql())
         c.commit()
 
 
@@ -143,7 +143,7 @@ def test_a_newer_schema_is_refused_with_a_clear_error(conn) -> None:
 def test_packaged_schema_is_the_top_level_file() -> None:
     packaged = ROOT / "src" / "vaultmem" / "schema.sql"
     assert packaged.read_bytes() == (ROOT / "schema.sql").read_bytes()
-    assert db.schema_path().resolve() == (ROOT / "schema.sql").resolve()
+    assert migrations.schema_path().resolve() == (ROOT / "schema.sql").resolve()
 
 
 def test_docker_compose_runs_pgvector_with_the_same_schema_file() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from indexing import snapshot
 
-from vaultmem import db, hooks
+from vaultmem import db, git_hooks
 from vaultmem.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,9 +26,9 @@ def wait_for(predicate, timeout: float = 60.0) -> bool:
 
 
 def test_shipped_hook_scripts_are_the_installed_block() -> None:
-    for name in hooks.HOOKS:
+    for name in git_hooks.HOOKS:
         path = ROOT / "git-hooks" / name
-        assert path.read_text() == hooks.shipped_script(), name
+        assert path.read_text() == git_hooks.shipped_script(), name
         assert os.access(path, os.X_OK)
 
 
@@ -36,13 +36,13 @@ def test_install_appends_is_idempotent_and_uninstall_restores(vault) -> None:
     existing = vault.root / ".git" / "hooks" / "post-commit"
     existing.write_text("#!/bin/sh\necho mine\n")
     existing.chmod(0o755)
-    hooks.install(vault.root)
-    first = {h: (vault.root / ".git/hooks" / h).read_text() for h in hooks.HOOKS}
+    git_hooks.install(vault.root)
+    first = {h: (vault.root / ".git/hooks" / h).read_text() for h in git_hooks.HOOKS}
     assert first["post-commit"].startswith("#!/bin/sh\necho mine\n")
-    hooks.install(vault.root)
-    assert {h: (vault.root / ".git/hooks" / h).read_text() for h in hooks.HOOKS} == first
-    assert all(s.installed and s.interpreter_ok for s in hooks.status(vault.root))
-    hooks.uninstall(vault.root)
+    git_hooks.install(vault.root)
+    assert {h: (vault.root / ".git/hooks" / h).read_text() for h in git_hooks.HOOKS} == first
+    assert all(s.installed and s.interpreter_ok for s in git_hooks.status(vault.root))
+    git_hooks.uninstall(vault.root)
     assert existing.read_text() == "#!/bin/sh\necho mine\n"
     assert not (vault.root / ".git" / "hooks" / "post-merge").exists()
 
@@ -56,7 +56,7 @@ def test_install_honours_core_hooks_path(vault) -> None:
 
 
 def test_a_commit_is_indexed_in_the_background_by_the_hook(conn, vault) -> None:
-    hooks.install(vault.root)
+    git_hooks.install(vault.root)
     vault.write("a.md", "# A\n\nhooked note\n")
     started = time.monotonic()
     vault.commit()
@@ -83,7 +83,7 @@ def test_a_commit_is_indexed_in_the_background_by_the_hook(conn, vault) -> None:
 
 def test_commit_succeeds_when_the_database_is_down(vault, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("VAULTMEM_DATABASE_URL", f"postgresql://x@/x?host={tmp_path}&port=9")
-    hooks.install(vault.root)
+    git_hooks.install(vault.root)
     vault.write("a.md", "# A\n")
     vault.commit()  # raises if the commit failed
     log = vault.root / ".git" / "vaultmem" / "ingest.log"
@@ -93,7 +93,7 @@ def test_commit_succeeds_when_the_database_is_down(vault, tmp_path, monkeypatch)
 
 
 def test_a_broken_vaultmem_never_fails_the_commit(vault) -> None:
-    hooks.install(vault.root, command="/nonexistent/python -m vaultmem")
+    git_hooks.install(vault.root, command="/nonexistent/python -m vaultmem")
     vault.write("a.md", "# A\n")
     out = subprocess.run(["git", "commit", "-qam", "x"], cwd=vault.root, capture_output=True)
     vault.git("add", "-A")

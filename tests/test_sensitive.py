@@ -10,7 +10,9 @@ import pytest
 from secret_corpus import benign_notes, fake_aws, fake_password, secret_notes
 
 from vaultmem.config import load_settings
-from vaultmem.policy import Finding, SensitivePolicy, is_placeholder, mask, strip_private_spans
+from vaultmem.findings import Finding, mask
+from vaultmem.markdown import strip_private_spans
+from vaultmem.sensitive import SensitivePolicy, is_placeholder
 
 POLICY = SensitivePolicy()
 

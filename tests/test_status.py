@@ -36,7 +36,9 @@ def test_status_shows_an_up_to_date_index_and_the_last_run(conn, vault) -> None:
     assert v["last_run"]["errors"] == [] and v["last_run"]["counts"]["added"] == 1
     blob = vault.git("rev-parse", "HEAD:bin.md").strip()
     reason = "binary content (NUL bytes)"
-    assert v["skipped_files"] == [{"path": "bin.md", "reason": reason, "blob_sha": blob}]
+    assert v["skipped_files"] == [
+        {"path": "bin.md", "code": "binary", "reason": reason, "blob_sha": blob}
+    ]
 
 
 def test_a_failed_run_and_the_commits_it_missed_show_in_status(conn, vault, monkeypatch) -> None:

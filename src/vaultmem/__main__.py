@@ -1,7 +1,7 @@
 """`python -m vaultmem` and the `vaultmem` command.
 
 `vaultmem claude-hook` (run by Claude Code for every prompt) goes straight to the lean hook in
-`hook.py`, without importing click or the CLI; every other command goes to `cli.cli`.
+`claude_hook.py`, without importing click or the CLI; every other command goes to `cli.cli`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 
 def main() -> None:
     if sys.argv[1:2] == ["claude-hook"]:
-        from .hook import main as hook_main
+        from .claude_hook import main as hook_main
 
         hook_main(sys.argv[2:])  # returns only for --help or bad options: click handles those
     from .cli import cli

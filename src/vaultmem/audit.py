@@ -3,10 +3,10 @@
 Design decision: a review decision is bound to the blob SHA the user looked at and is applied at
 once, under the vault's writer lock, by re-deciding that one path with the ingester itself. The
 ingester skips paths whose blob did not change, so a decision left for "the next ingest" would
-never be seen; re-processing in place keeps the move between the audit table and search atomic
-(one transaction) and keeps the decision logic in one place (`Ingester.process` consults
-`audit_allow`). Decisions live in `audit_allow`, which `rebuild` never clears; any edit changes
-the blob, so the edited file is scanned (and quarantined) again.
+never be seen; re-deciding in place keeps the move between the audit table and search atomic
+(one transaction), and the decision itself is `triage`'s, as for every other file
+(`Ingester.apply_entry` applies `audit_allow`). Decisions live in `audit_allow`, which `rebuild`
+never clears; any edit changes the blob, so the edited file is scanned (and quarantined) again.
 
 Nothing here ever prints or stores a matched value: `show` re-scans the blob and keeps only the
 policy's masked previews.
@@ -26,8 +26,8 @@ from . import db, gitdiff, ingest, store
 from .config import Settings, load_settings
 from .embed import Embedder
 from .errors import AuditPathError, GitError, VaultmemError
-from .markdown import NoteSkipped, decode_note, parse_note
-from .policy import Finding, PathPolicy, SensitivePolicy, strip_private_spans
+from .findings import Finding
+from .triage import Quarantine, Rules, triage
 
 Conn = psycopg.Connection[Any]  # opened with dict rows (db.connect)
 
@@ -197,20 +197,12 @@ def _quarantined_row(conn: Conn, vault: db.Vault, path: str) -> dict[str, Any]:
     return dict(row)
 
 
-def rescan(settings: Settings, path: str, data: bytes) -> list[Finding]:
-    """The policy's findings for one file's bytes, decided exactly as the ingester decides.
+def rescan(settings: Settings, path: str, data: bytes, mode: str = "100644") -> list[Finding]:
+    """The findings `triage` makes for one file's bytes: exactly the ingester's decision.
 
-    Files that are not notes (e.g. `.env`) are judged by their path alone, as in ingest."""
-    sensitive = SensitivePolicy.from_settings(settings)
-    if PathPolicy.from_settings(settings).verdict(path) is not None:
-        return sensitive.scan(path, "", None, ())
-    try:
-        text = decode_note(data, settings.max_file_bytes)
-    except NoteSkipped:
-        return sensitive.scan(path, "", None, ())
-    text = strip_private_spans(text)
-    note = parse_note(path, text, max_chunk_chars=settings.max_chunk_chars)
-    return sensitive.scan(path, text, note.front_matter, note.tags)
+    Empty when the file would not be quarantined (indexed, skipped or ignored)."""
+    outcome = triage(path, mode, data, Rules.from_settings(settings))
+    return list(outcome.findings) if isinstance(outcome, Quarantine) else []
 
 
 def show(conn: Conn, settings: Settings, vault: db.Vault, path: str) -> QuarantineDetail:
@@ -223,8 +215,9 @@ def show(conn: Conn, settings: Settings, vault: db.Vault, path: str) -> Quaranti
     head = gitdiff.head_commit(vault.root)
     tree = gitdiff.ls_tree(vault.root, head) if head else {}
     blob: str | None = row["blob_sha"]
+    mode = "100644"
     if path in tree and tree[path][0] != "160000":
-        blob = tree[path][1]
+        mode, blob = tree[path]
     notice: str | None = None
     findings: list[FindingView] = []
     try:
@@ -232,7 +225,7 @@ def show(conn: Conn, settings: Settings, vault: db.Vault, path: str) -> Quaranti
             data = reader.read(str(blob))
         findings = [
             FindingView(f.rule_id, f.category, f.line, f.masked)
-            for f in rescan(settings, path, data)
+            for f in rescan(settings, path, data, mode)
         ]
     except GitError:
         blob = None
@@ -266,10 +259,10 @@ def show(conn: Conn, settings: Settings, vault: db.Vault, path: str) -> Quaranti
 
 
 def _state(conn: Conn, vault_id: int, path: str) -> str:
-    kind = store.known_paths(conn, vault_id).get(path)
-    if kind is None:
+    known = store.known_paths(conn, vault_id, only=[path]).get(path)
+    if known is None:
         return "not in HEAD"
-    return {"note": "indexed"}.get(kind[0], kind[0])
+    return "indexed" if known.kind == "note" else known.kind
 
 
 def _decide(
@@ -289,12 +282,14 @@ def _decide(
     root = Path(root) if root is not None else vault.root
     settings = settings or load_settings(root)
     files = ingest.state_files(root)
-    result = ingest.IngestResult(mode="review")
-    with ingest._lock(files, wait=True):
+    result = ingest.IngestResult(mode=ingest.RunMode.REVIEW)
+    with ingest.writer(files, wait=True) as w:
+        assert w is not None  # a waiting writer always gets the lock
         conn.commit()  # the passes below manage their own transactions
         ing = ingest.Ingester(settings, conn, vault, embedder=embedder)
-        files.pending.unlink(missing_ok=True)
+        w.take_pending()
         ingest.index_pass(ing, result)
+        result.mode = ingest.RunMode.REVIEW
         head = result.to_commit
         tree = gitdiff.ls_tree(root, head) if head else {}
         with conn.transaction():
@@ -302,11 +297,8 @@ def _decide(
                 bound = _record_allow(conn, vault, path, tree)
             else:
                 bound = _drop_allow(conn, vault, path)
-            if path in tree:
-                mode, blob = tree[path]
-                known = store.known_paths(conn, vault.id).get(path)
-                with gitdiff.BlobReader(root) as reader:
-                    ing.process(reader, result, path, mode, blob, head or "", known, force=True)
+            if head:
+                ing.redecide(path, head, result)
         if embed:
             ing.drain_backlog(result)
         state = _state(conn, vault.id, path)

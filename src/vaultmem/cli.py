@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import psycopg
@@ -18,6 +18,9 @@ import psycopg
 from . import __version__, db, server
 from .config import Settings, load_settings
 from .errors import VaultmemError
+
+if TYPE_CHECKING:
+    from .verify import VaultStatus
 
 
 class VaultmemGroup(click.Group):
@@ -152,7 +155,7 @@ def db_stop() -> None:
 @db_group.command(name="url")
 def db_url() -> None:
     """Print the database URL vaultmem uses (passwords masked). Starts the bundled server."""
-    from .config import redact_url
+    from .dburl import redact_url
 
     settings = _settings()
     click.echo(redact_url(db.database_url(settings)))
@@ -435,7 +438,7 @@ def hooks_install(
     .claude/settings.json (--project, the default) or ~/.claude/settings.json (--user), merged
     without touching other hooks or settings. For one session only, use bin/agent-with-memory.
     """
-    from . import hooks
+    from . import git_hooks
 
     scope, project_dir = _claude_scope(claude, scope, project_dir)
     if claude:
@@ -445,7 +448,7 @@ def hooks_install(
         click.echo(f"Claude Code UserPromptSubmit hook registered in {path}")
         return
     root = _vault_root(vault)
-    for path in hooks.install(root):
+    for path in git_hooks.install(root):
         click.echo(f"installed {path}")
 
 
@@ -459,7 +462,7 @@ def hooks_uninstall(
 
     With --claude: remove the UserPromptSubmit hook from the scope's settings.json instead.
     """
-    from . import hooks
+    from . import git_hooks
 
     scope, project_dir = _claude_scope(claude, scope, project_dir)
     if claude:
@@ -473,7 +476,7 @@ def hooks_uninstall(
         )
         return
     root = _vault_root(vault)
-    removed = hooks.uninstall(root)
+    removed = git_hooks.uninstall(root)
     click.echo("\n".join(f"removed from {p}" for p in removed) or "no vaultmem hooks installed")
 
 
@@ -497,12 +500,12 @@ def hooks_status(
     Lists the git hooks of the vault, then the Claude Code hook in the project's and in your
     user settings.json. Exit 1 when a git hook is missing (the Claude Code hook is optional).
     """
-    from . import hooks
+    from . import git_hooks
     from .claude_settings import claude_hook_status
 
     _, project_dir = _claude_scope(True, None, project_dir)
     claude = [claude_hook_status("project", project_dir), claude_hook_status("user")]
-    items = [] if claude_only else hooks.status(_vault_root(vault))
+    items = [] if claude_only else git_hooks.status(_vault_root(vault))
     if as_json:
         _print_json(
             [{**h.__dict__, "path": str(h.path)} for h in items]
@@ -686,10 +689,10 @@ def init(vault: str | None, no_hooks: bool, no_index: bool) -> None:
     click.echo(f"vault registered: {v.root} (id {v.id})")
     click.echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
     if not no_hooks:
-        from . import hooks
+        from . import git_hooks
 
-        hooks.install(root)
-        click.echo(f"git hooks installed in {hooks.hooks_dir(root)}")
+        git_hooks.install(root)
+        click.echo(f"git hooks installed in {git_hooks.hooks_dir(root)}")
     if not no_index:
         from . import ingest as ingest_mod
 
@@ -717,7 +720,7 @@ def status(as_json: bool) -> None:
         "reachable": True,
         **info,
         "schema_version": version,
-        "vaults": vaults,
+        "vaults": [v.to_dict() for v in vaults],
     }
     if as_json:
         _print_json(data)
@@ -727,22 +730,22 @@ def status(as_json: bool) -> None:
     click.echo(f"schema version: {version or 'none (run `vaultmem init`)'}")
     for v in vaults:
         click.echo(
-            f"vault {v['name']} ({v['root']}): {v['notes']} notes, {v['chunks']} chunks, "
-            f"{v['backlog']} awaiting embeddings, {v['quarantined']} quarantined, "
-            f"{len(v['skipped_files'])} skipped"
+            f"vault {v.name} ({v.root}): {v.notes} notes, {v.chunks} chunks, "
+            f"{v.backlog} awaiting embeddings, {v.quarantined} quarantined, "
+            f"{len(v.skipped_files)} skipped"
         )
         _echo_vault_health(v)
 
 
-def _embedding_line(v: dict[str, Any]) -> str:
+def _embedding_line(v: VaultStatus) -> str:
     """Which model the vectors come from, the backlog, and an ETA from the last run's rate."""
-    model = v.get("model_id") or "none yet"
-    backlog = int(v.get("backlog") or 0)
+    model = v.model_id or "none yet"
+    backlog = v.backlog
     line = f"model {model}; {backlog} chunks awaiting vectors"
-    configured = v.get("configured_model_id")
-    if configured and configured != v.get("model_id"):
+    configured = v.configured_model_id
+    if configured and configured != v.model_id:
         line = f"model {model}, settings now name {configured}: the next ingest re-embeds"
-    run = v.get("last_run") or {}
+    run = v.last_run or {}
     embedded, secs = run.get("embedded") or 0, run.get("embed_seconds") or 0
     if backlog and embedded and secs:
         rate = embedded / secs
@@ -758,15 +761,15 @@ _RECHUNK_HINT = (
 )
 
 
-def _echo_vault_health(v: dict[str, Any]) -> None:
+def _echo_vault_health(v: VaultStatus) -> None:
     """The lines of `status` that make a silent failure visible."""
-    mark, head, behind = (v["watermark"] or "")[:12], (v["head"] or "")[:12], v["commits_behind"]
-    if v["problem"]:
-        where = f"indexed to {mark or 'nothing yet'}; {v['problem']}"
-    elif not v["head"]:
+    mark, head, behind = (v.watermark or "")[:12], (v.head or "")[:12], v.commits_behind
+    if v.problem:
+        where = f"indexed to {mark or 'nothing yet'}; {v.problem}"
+    elif not v.head:
         where = "no commits yet"
     elif behind == 0:
-        where = f"indexed to {mark} = HEAD" + ("" if v.get("rechunk_due") else " (up to date)")
+        where = f"indexed to {mark} = HEAD" + ("" if v.rechunk_due else " (up to date)")
     elif behind is not None and behind > 0:
         where = f"BEHIND: indexed to {mark}, HEAD is {head}, {behind} commits behind"
     elif mark:
@@ -776,9 +779,9 @@ def _echo_vault_health(v: dict[str, Any]) -> None:
     if behind:
         where += ": run `vaultmem ingest`"
     click.echo(f"  index: {where}")
-    if v.get("rechunk_due"):
+    if v.rechunk_due:
         click.echo(f"  chunks: {_RECHUNK_HINT}")
-    run = v["last_run"]
+    run = v.last_run
     if run:
         order = ("added", "updated", "unchanged", "deleted", "renamed", "quarantined", "skipped")
         got = run.get("counts") or {}
@@ -794,12 +797,12 @@ def _echo_vault_health(v: dict[str, Any]) -> None:
     else:
         click.echo("  last run: none recorded")
     click.echo(f"  embeddings: {_embedding_line(v)}")
-    hook = v["hook_log_last"]
+    hook = v.hook_log_last
     if hook and " error" in hook:
         click.echo(f"  last hook: {hook}")
-    for s in v["skipped_files"]:
+    for s in v.skipped_files:
         click.echo(f"  skipped {s['path']!r}: {s['reason']}")
-    for w in v["warnings"]:
+    for w in v.warnings:
         click.echo(f"  indexed with a warning {w['path']!r}: {'; '.join(w['warnings'])}")
 
 
@@ -952,10 +955,11 @@ def context_cmd(
     around the current directory; outside any vault only the preferences block is printed.
     """
     from . import context
+    from .claude_hook import quiet_openmp
     from .gitdiff import repo_root
-    from .hook import quiet_openmp
 
-    quiet_openmp()  # one query to embed: spinning OpenMP threads only cost time (see hook.py)
+    # One query to embed: spinning OpenMP threads only cost time (see claude_hook.py).
+    quiet_openmp()
 
     def build() -> str:
         base = load_settings()
@@ -1007,7 +1011,7 @@ def claude_hook(timeout: float, memory: bool) -> None:
     """
     # The `vaultmem` command runs hook.run without importing this module (see __main__.py);
     # this path serves `--help` and CliRunner.
-    from .hook import run
+    from .claude_hook import run
 
     run(timeout, memory)
 

@@ -9,11 +9,11 @@ vaultmem prints them.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from .dburl import normalise_database_url, redact_url
 from .errors import ConfigError
 
 # name -> (default, help). The README's configuration table is generated from this list
@@ -26,7 +26,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     ),
     "VAULTMEM_DATABASE_URL": (
         "",
-        "PostgreSQL URL (with pgvector). Empty: use the bundled server. DATABASE_URL is read too.",
+        "PostgreSQL URL (with pgvector); SQLAlchemy-style postgresql+psycopg:// URLs work too. "
+        "Empty: use the bundled server. DATABASE_URL is read too.",
     ),
     "VAULTMEM_VAULT": ("", "Default vault path for commands run outside a vault."),
     "VAULTMEM_EMBEDDING_PROVIDER": (
@@ -123,12 +124,6 @@ class Settings:
         return out
 
 
-def redact_url(url: str) -> str:
-    """Hide the password in a connection URL (`postgresql://u:pw@h/db` -> `postgresql://u:***@h/db`)."""
-    url = re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
-    return re.sub(r"(password=)[^&\s]+", r"\1***", url)
-
-
 def default_home(env: Mapping[str, str]) -> Path:
     if env.get("VAULTMEM_HOME"):
         return Path(env["VAULTMEM_HOME"]).expanduser()
@@ -190,7 +185,10 @@ def load_settings(vault: Path | None = None, environ: Mapping[str, str] | None =
     memory_file = get("VAULTMEM_MEMORY_FILE")
     return Settings(
         home=default_home(env),
-        database_url=env.get("VAULTMEM_DATABASE_URL") or env.get("DATABASE_URL") or None,
+        database_url=normalise_database_url(
+            env.get("VAULTMEM_DATABASE_URL") or env.get("DATABASE_URL") or ""
+        )
+        or None,
         vault=vault,
         embedding_provider=provider,
         embedding_model=get("VAULTMEM_EMBEDDING_MODEL"),

@@ -16,26 +16,15 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 
 from . import migrations, server
-from .config import Settings, redact_url
+from .config import Settings
+from .dburl import redact_url
 from .errors import DatabaseUnavailable, SchemaError
+from .migrations import schema_sql
 
 SCHEMA_VERSION = migrations.CURRENT_VERSION
 _LOCK_KEY = 0x7661756C  # "vaul": serialises schema changes across processes
 
 Conn = psycopg.Connection[DictRow]  # what connect() returns: rows are dicts
-
-
-def schema_path() -> Path:
-    """schema.sql: the repository's copy in a source checkout, else the packaged copy."""
-    here = Path(__file__).resolve().parent
-    repo_copy = here.parent.parent / "schema.sql"
-    if repo_copy.is_file():
-        return repo_copy
-    return here / "schema.sql"
-
-
-def schema_sql() -> str:
-    return schema_path().read_text(encoding="utf-8")
 
 
 def database_url(settings: Settings, *, start: bool = True) -> str:

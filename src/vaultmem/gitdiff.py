@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, NamedTuple
 
 from .errors import GitError, NotAGitRepo
 
@@ -52,6 +52,14 @@ class Change:
     old_path: str | None  # for R/C: the source path; None otherwise
     mode: str  # new mode; "120000" symlink, "160000" submodule, "000000" for D
     blob: str | None  # new blob sha; None for D
+
+
+class TreeEntry(NamedTuple):
+    """One file of a commit's tree: its path, git mode and blob (or submodule commit) sha."""
+
+    path: str
+    mode: str
+    blob: str
 
 
 def _env() -> dict[str, str]:

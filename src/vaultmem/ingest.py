@@ -1,7 +1,7 @@
 """Keep the index equal to the notes committed at HEAD: catch-up, rebuild, verify, backlog.
 
-Orchestration only: git facts come from `gitdiff`, per-file decisions from `policy` and
-`markdown`, SQL from `store`. The design in one paragraph: each run diffs the vault's watermark
+Orchestration only: git facts come from `gitdiff`, per-file decisions from `triage`, SQL from
+`store`. The design in one paragraph: each run diffs the vault's watermark
 (the last fully applied commit) against HEAD with `git diff-tree`, applies the events in batched
 transactions reading contents from the commit's blobs (never the work tree), and moves the
 watermark only after all of them are committed. If the watermark is gone or no longer an ancestor
@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +31,33 @@ from . import db, gitdiff, markdown, store
 from .config import Settings
 from .embed import Embedder, get_embedder
 from .errors import VaultmemError
-from .markdown import NoteSkipped, decode_note, parse_note
-from .policy import PathPolicy, SensitivePolicy, strip_private_spans
+from .triage import Ignore, Index, Quarantine, Rules, Skip, triage, triage_path
 
 BATCH_FILES = 50  # files per transaction: small enough that a crash loses little work
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
+class RunMode(StrEnum):
+    """What kind of pass a run made. When one run made several it reports the most thorough
+    (`rank`): a rebuild that caught up a commit landing mid-way is still a rebuild, and a run
+    with nothing to do says "current"."""
+
+    CURRENT = "current"
+    CHANGES_FILE = "changes-file"
+    REVIEW = "review"  # an audit decision re-deciding one path
+    INCREMENTAL = "incremental"
+    RECONCILE = "reconcile"
+    REBUILD = "rebuild"
+
+    @property
+    def rank(self) -> int:
+        return list(RunMode).index(self)
+
+
 @dataclass
 class IngestResult:
-    mode: str = "incremental"  # incremental | reconcile | rebuild | changes-file | current
+    mode: RunMode = RunMode.INCREMENTAL
     from_commit: str | None = None
     to_commit: str | None = None
     added: int = 0
@@ -102,11 +119,34 @@ def state_files(root: Path) -> StateFiles:
     return StateFiles(d)
 
 
-@contextlib.contextmanager
-def _lock(files: StateFiles, *, wait: bool) -> Iterator[bool]:
-    """Hold the vault's writer lock; yields False at once if it is taken and wait is False.
+@dataclass(frozen=True)
+class Writer:
+    """The vault's single writer, while `writer()` holds the lock.
 
-    flock-based, so a crashed holder releases it the moment it dies."""
+    Triggers that find the lock taken leave the "pending" mark instead of waiting; the holder
+    takes the mark (`take_pending`) before each pass and checks `pending()` when it is done, so
+    a commit that lands mid-run is never lost."""
+
+    files: StateFiles
+
+    def take_pending(self) -> bool:
+        """True if a pass was requested since the last take; clears the request."""
+        try:
+            self.files.pending.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def pending(self) -> bool:
+        return self.files.pending.exists()
+
+
+@contextlib.contextmanager
+def writer(files: StateFiles, *, wait: bool) -> Iterator[Writer | None]:
+    """Hold the vault's writer lock; yields None at once if it is taken and `wait` is False.
+
+    The one entry to the write path: ingest, rebuild, a saved changes file and audit decisions
+    all run under it. flock-based, so a crashed holder releases it the moment it dies."""
     fh = open(files.lock, "a")  # noqa: SIM115 - closed below, after unlocking
     flags = portalocker.LockFlags.EXCLUSIVE
     if not wait:
@@ -115,58 +155,13 @@ def _lock(files: StateFiles, *, wait: bool) -> Iterator[bool]:
         portalocker.lock(fh, flags)
     except portalocker.LockException:
         fh.close()
-        yield False
+        yield None
         return
     try:
-        yield True
+        yield Writer(files)
     finally:
         portalocker.unlock(fh)
         fh.close()
-
-
-# --- the per-file decision ---------------------------------------------------------------------
-
-# PostgreSQL cannot put a key much over 2.7 kB in a btree index, and every table is keyed by path,
-# so a longer path cannot be recorded at all (not even as a skip). 2,000 bytes leaves headroom.
-MAX_PATH_BYTES = 2000
-
-
-def classify(
-    paths: PathPolicy, sensitive: SensitivePolicy, path: str, mode: str
-) -> tuple[str, str | None]:
-    """('ignore'|'quarantine-path'|'skip'|'unrecordable'|'index', reason) for one tree entry.
-
-    'unrecordable' is a skip the database cannot hold (the path is too long to be a key): it is
-    reported by every run and by `verify`/`status` from HEAD's tree instead of from a table."""
-    kind, reason = _classify(paths, sensitive, path, mode)
-    if kind != "ignore":
-        size = len(os.fsencode(path))
-        if size > MAX_PATH_BYTES:
-            return "unrecordable", f"path too long to index ({size} bytes, limit {MAX_PATH_BYTES})"
-    return kind, reason
-
-
-def _classify(
-    paths: PathPolicy, sensitive: SensitivePolicy, path: str, mode: str
-) -> tuple[str, str | None]:
-    verdict = paths.verdict(path)
-    if verdict is not None and verdict.startswith("excluded"):
-        return "ignore", verdict
-    if mode == "160000":
-        # Whatever its name (it rarely ends in .md), a submodule is a folder of files that are
-        # not indexed: report it rather than ignore it silently like an image.
-        if verdict is None or verdict.startswith("not a note"):
-            return "skip", "submodule (not indexed)"
-        return "ignore", verdict
-    if verdict is not None:
-        # Not a note, but a file that is secret by nature (.env, *.pem) is still recorded in
-        # the audit table so the user learns it sits in the vault.
-        if sensitive.scan(path, "", None, ()):
-            return "quarantine-path", verdict
-        return "ignore", verdict
-    if mode == "120000":
-        return "skip", "symbolic link (not followed)"
-    return "index", None
 
 
 class Ingester:
@@ -185,79 +180,68 @@ class Ingester:
         self.conn = conn
         self.vault = vault
         self.root = vault.root
-        self.paths = PathPolicy.from_settings(settings)
-        self.sensitive = SensitivePolicy.from_settings(settings)
+        self.rules = Rules.from_settings(settings)
         self.embedder = embedder or get_embedder(settings)
         self.progress = progress or (lambda phase, done, total: None)
 
-    # classification shared by ingest and verify
-    def classify(self, path: str, mode: str) -> tuple[str, str | None]:
-        """('ignore'|'quarantine-path'|'skip'|'unrecordable'|'index', reason)."""
-        return classify(self.paths, self.sensitive, path, mode)
-
-    def process(
+    def apply_entry(
         self,
         reader: gitdiff.BlobReader,
         result: IngestResult,
-        path: str,
-        mode: str,
-        blob: str,
+        entry: gitdiff.TreeEntry,
         commit: str,
-        known: tuple[str, str | None] | None,
+        known: store.Known | None,
         *,
         force: bool = False,
     ) -> None:
-        kind, reason = self.classify(path, mode)
-        vid = self.vault.id
-        if kind == "ignore":
+        """Bring one path of `commit`'s tree into the index, as `triage` decides.
+
+        A path whose blob the index already holds is left alone unless `force`; its bytes are
+        read only when the decision depends on them."""
+        path, vid = entry.path, self.vault.id
+        outcome = triage_path(path, entry.mode, self.rules)
+        if isinstance(outcome, Ignore):
             if known is not None:
                 store.delete_path(self.conn, vid, path)
                 result.deleted += 1
             else:
                 result.ignored += 1
             return
-        if not force and known is not None and known[1] == blob:
+        if not force and known is not None and known.blob_sha == entry.blob:
             result.unchanged += 1
             return
-        if kind == "quarantine-path":
-            findings = self.sensitive.scan(path, "", None, ())
-            if store.is_allowed(self.conn, vid, path, blob):
-                store.mark_skipped(self.conn, vid, path, blob, f"allowed by review, but {reason}")
-                result.skipped += 1
-                return
-            store.quarantine(self.conn, vid, path, blob, findings)
+        if outcome is None:
+            outcome = triage(path, entry.mode, reader.read(entry.blob), self.rules)
+        if isinstance(outcome, Quarantine) and store.is_allowed(self.conn, vid, path, entry.blob):
+            outcome = outcome.allow()
+        if isinstance(outcome, Quarantine):
+            store.quarantine(self.conn, vid, path, entry.blob, outcome.findings)
             result.quarantined += 1
-            return
-        if kind == "unrecordable":
+        elif isinstance(outcome, Skip):
+            if outcome.code.recordable:
+                store.mark_skipped(self.conn, vid, path, entry.blob, outcome.reason, outcome.code)
             result.skipped += 1
-            result.skip_reasons[path] = reason or ""
+            result.skip_reasons[path] = outcome.reason
+        elif isinstance(outcome, Index):
+            inserted, n = store.upsert_note(self.conn, vid, outcome.note, entry.blob, commit)
+            result.chunks_written += n
+            result.reused += store.fill_from_cache(self.conn, vid, self.embedder.model_id, [path])
+            if known is None or known.kind != "note" or inserted:
+                result.added += 1
+            else:
+                result.updated += 1
+
+    def redecide(self, path: str, commit: str, result: IngestResult) -> None:
+        """Decide `path` again as `commit` holds it (after a review decision), in the caller's
+        transaction; a path `commit` does not hold is left as it is."""
+        tree = gitdiff.ls_tree(self.root, commit)
+        if path not in tree:
             return
-        if kind == "skip":
-            store.mark_skipped(self.conn, vid, path, blob, reason or "not indexable")
-            result.skipped += 1
-            result.skip_reasons[path] = reason or ""
-            return
-        try:
-            text = decode_note(reader.read(blob), self.settings.max_file_bytes)
-        except NoteSkipped as exc:
-            store.mark_skipped(self.conn, vid, path, blob, exc.reason)
-            result.skipped += 1
-            result.skip_reasons[path] = exc.reason
-            return
-        text = strip_private_spans(text)
-        note = parse_note(path, text, max_chunk_chars=self.settings.max_chunk_chars)
-        findings = self.sensitive.scan(path, text, note.front_matter, note.tags)
-        if findings and not store.is_allowed(self.conn, vid, path, blob):
-            store.quarantine(self.conn, vid, path, blob, findings)
-            result.quarantined += 1
-            return
-        inserted, n = store.upsert_note(self.conn, vid, note, blob, commit)
-        result.chunks_written += n
-        result.reused += store.fill_from_cache(self.conn, vid, self.embedder.model_id, [path])
-        if known is None or known[0] != "note" or inserted:
-            result.added += 1
-        else:
-            result.updated += 1
+        mode, blob = tree[path]
+        known = store.known_paths(self.conn, self.vault.id, only=[path]).get(path)
+        with gitdiff.BlobReader(self.root) as reader:
+            entry = gitdiff.TreeEntry(path, mode, blob)
+            self.apply_entry(reader, result, entry, commit, known, force=True)
 
     # --- passes ----------------------------------------------------------------------------
 
@@ -296,15 +280,8 @@ class Ingester:
                                 result.renamed += 1
                         else:
                             assert ch.blob is not None
-                            self.process(
-                                reader,
-                                result,
-                                ch.path,
-                                ch.mode,
-                                ch.blob,
-                                commit,
-                                known.get(ch.path),
-                            )
+                            entry = gitdiff.TreeEntry(ch.path, ch.mode, ch.blob)
+                            self.apply_entry(reader, result, entry, commit, known.get(ch.path))
                 self.progress("index", min(start + BATCH_FILES, total), total)
 
     def reconcile(
@@ -334,15 +311,9 @@ class Ingester:
                             result.deleted += 1
                         else:
                             mode, blob = tree[path]
-                            self.process(
-                                reader,
-                                result,
-                                path,
-                                mode,
-                                blob,
-                                commit,
-                                known.get(path),
-                                force=force,
+                            entry = gitdiff.TreeEntry(path, mode, blob)
+                            self.apply_entry(
+                                reader, result, entry, commit, known.get(path), force=force
                             )
                 self.progress("index", min(start + BATCH_FILES, total), total)
 
@@ -394,7 +365,10 @@ class Ingester:
 # --- entry points ------------------------------------------------------------------------------
 
 
-def _open(settings: Settings, root: Path, *, start_db: bool = True) -> tuple[db.Conn, db.Vault]:
+def open_index(
+    settings: Settings, root: Path, *, start_db: bool = True
+) -> tuple[db.Conn, db.Vault]:
+    """Connect, bring the schema to this version and register the vault (idempotent)."""
     conn = db.connect(settings, start=start_db)
     if db.schema_version(conn) != db.SCHEMA_VERSION:
         db.apply_schema(conn)
@@ -431,23 +405,23 @@ def index_pass(ing: Ingester, result: IngestResult) -> IngestResult:
     ing.conn.commit()
     result.from_commit, result.to_commit = st.watermark, head
     if head is None:
-        result.mode = "current"
+        result.mode = RunMode.CURRENT
         return result
     if st.rebuild_target is not None:
         # An interrupted rebuild: finish it before anything else.
         return _rebuild_pass(ing, result, head)
     if st.watermark == head:
-        result.mode = "current"
+        result.mode = RunMode.CURRENT
         return result
     if (
         st.watermark is not None
         and gitdiff.commit_exists(ing.root, st.watermark)
         and gitdiff.is_ancestor(ing.root, st.watermark, head)
     ):
-        result.mode = "incremental"
+        result.mode = RunMode.INCREMENTAL
         ing.apply_changes(gitdiff.diff_commits(ing.root, st.watermark, head), head, result)
     else:
-        result.mode = "reconcile"
+        result.mode = RunMode.RECONCILE
         ing.reconcile(head, result)
     with ing.conn.transaction():
         store.set_watermark(ing.conn, ing.vault.id, head)
@@ -455,7 +429,7 @@ def index_pass(ing: Ingester, result: IngestResult) -> IngestResult:
 
 
 def _rebuild_pass(ing: Ingester, result: IngestResult, head: str) -> IngestResult:
-    result.mode = "rebuild"
+    result.mode = RunMode.REBUILD
     result.to_commit = head
     with ing.conn.transaction():
         started = store.start_rebuild(ing.conn, ing.vault.id, head)
@@ -487,28 +461,28 @@ def catch_up(
     files.pending.touch()
     last: IngestResult | None = None
     while True:
-        with _lock(files, wait=wait) as held:
-            if not held:
+        with writer(files, wait=wait) as w:
+            if w is None:
                 return last
             last = _run_passes(
                 settings,
                 root,
-                files,
+                w,
                 embed=embed,
                 progress=progress,
                 embedder=embedder,
                 start_db=start_db,
             )
-        # A trigger may have marked "pending" after our last check but before we released.
-        if not files.pending.exists():
-            return last
+            # A trigger may mark "pending" after our last check but before we release.
+            if not w.pending():
+                return last
         wait = False
 
 
 def _run_passes(
     settings: Settings,
     root: Path,
-    files: StateFiles,
+    w: Writer,
     *,
     embed: bool,
     progress: Progress | None,
@@ -517,7 +491,7 @@ def _run_passes(
     start_db: bool = True,
 ) -> IngestResult:
     started = time.monotonic()
-    conn, vault = _open(settings, root, start_db=start_db)
+    conn, vault = open_index(settings, root, start_db=start_db)
     ing = Ingester(settings, conn, vault, embedder=embedder, progress=progress)
     total = IngestResult()
     chunker = markdown.chunker_signature(settings.max_chunk_chars)
@@ -531,13 +505,12 @@ def _run_passes(
             # that did not change keep their vectors through the embedding cache.
             rebuild = True
         if rebuild:
-            files.pending.unlink(missing_ok=True)
+            w.take_pending()
             head = gitdiff.head_commit(root)
             if head is not None:
                 _merge(total, _rebuild_pass(ing, IngestResult(), head))
         while True:
-            while files.pending.exists():
-                files.pending.unlink(missing_ok=True)
+            while w.take_pending():
                 _merge(total, index_pass(ing, IngestResult()))
             if not rechunked:  # every note is now chunked the current way
                 with conn.transaction():
@@ -546,9 +519,9 @@ def _run_passes(
             if not embed:
                 break
             # Pause embedding whenever a new commit arrives, so its text is searchable at once.
-            if ing.drain_backlog(total, should_pause=files.pending.exists):
+            if ing.drain_backlog(total, should_pause=w.pending):
                 break
-            if not files.pending.exists():
+            if not w.pending():
                 break
     except VaultmemError as exc:
         total.errors.append(str(exc))
@@ -565,14 +538,11 @@ def _run_passes(
     return total
 
 
-# When one run made several passes it reports the most thorough one: a rebuild that caught up
-# a commit landing mid-way is still a rebuild, and a run with nothing to do says "current".
-_MODE_RANK = {"current": 0, "changes-file": 1, "incremental": 2, "reconcile": 3, "rebuild": 4}
-
-
 def _merge(total: IngestResult, part: IngestResult) -> None:
-    fresh = total.to_commit is None and total.from_commit is None and total.mode == "incremental"
-    if fresh or _MODE_RANK.get(part.mode, 0) > _MODE_RANK.get(total.mode, 0):
+    fresh = (
+        total.to_commit is None and total.from_commit is None and total.mode is RunMode.INCREMENTAL
+    )
+    if fresh or part.mode.rank > total.mode.rank:
         total.mode = part.mode
     total.from_commit = total.from_commit or part.from_commit
     total.to_commit = part.to_commit or total.to_commit
@@ -603,9 +573,10 @@ def rebuild(
 ) -> IngestResult:
     """Re-derive every row from HEAD, delete everything stale; resumable, reuses cached vectors."""
     files = state_files(root)
-    with _lock(files, wait=True):
+    with writer(files, wait=True) as w:
+        assert w is not None  # a waiting writer always gets the lock
         result = _run_passes(
-            settings, root, files, embed=embed, progress=progress, embedder=embedder, rebuild=True
+            settings, root, w, embed=embed, progress=progress, embedder=embedder, rebuild=True
         )
     if files.pending.exists():
         # Commits that landed during the rebuild.
@@ -631,11 +602,11 @@ def apply_changes_file(
     raw = changes_file.read_bytes()
     changes = gitdiff.parse_diff_tree(raw)
     files = state_files(root)
-    with _lock(files, wait=True):
+    with writer(files, wait=True):
         started = time.monotonic()
-        conn, vault = _open(settings, root)
+        conn, vault = open_index(settings, root)
         ing = Ingester(settings, conn, vault, embedder=embedder)
-        result = IngestResult(mode="changes-file")
+        result = IngestResult(mode=RunMode.CHANGES_FILE)
         head = gitdiff.head_commit(root) or ""
         try:
             ing.apply_changes(changes, head, result)

@@ -107,6 +107,41 @@ def _normalise_newlines(text: str) -> str:
     return text
 
 
+# --- <private> spans ---------------------------------------------------------------------
+
+_PRIVATE_TAG_RE = re.compile(r"<(/?)private(?:\s[^>]*)?>", re.IGNORECASE)
+
+
+def strip_private_spans(text: str) -> str:
+    """Remove `<private>…</private>` (nested, multi-line, any case), keeping line numbers stable.
+
+    Each span becomes as many newlines as it held. An unclosed `<private>` hides everything to
+    the end of the text (fail closed); a stray `</private>` is left as it is.
+    """
+    if "<" not in text:
+        return text
+    out: list[str] = []
+    depth = 0
+    pos = 0  # start of text not yet copied (outside spans) or span start (inside)
+    for m in _PRIVATE_TAG_RE.finditer(text):
+        closing = m.group(1) == "/"
+        if not closing:
+            if depth == 0:
+                out.append(text[pos : m.start()])
+                pos = m.start()
+            depth += 1
+        elif depth > 0:
+            depth -= 1
+            if depth == 0:
+                out.append("\n" * text.count("\n", pos, m.end()))
+                pos = m.end()
+    if depth > 0:
+        out.append("\n" * text.count("\n", pos))
+    else:
+        out.append(text[pos:])
+    return "".join(out)
+
+
 # --- front matter ---------------------------------------------------------------------------
 
 

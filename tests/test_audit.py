@@ -414,6 +414,7 @@ def test_secret_corpus_through_the_pipeline(conn, vault, caplog, capsys) -> None
     assert fp_rate <= 0.05
 
     # Everything a user or a provider could see.
+    vault.register()
     outputs = []
     for args in (
         ("audit", "list", "--vault", str(root)),

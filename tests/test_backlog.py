@@ -36,6 +36,7 @@ def test_a_note_committed_behind_a_large_backlog_is_found_lexically_at_once(
         assert store.backlog_size(conn, vid, embedder.model_id) == 60
         conn.commit()
 
+        vault.register()
         git_hooks.install(vault.root)
         vault.write(
             "new/zebra.md", "# Zebra crossing\n\nThe quokka xylophone rehearsal is on Tuesday.\n"

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -40,10 +41,11 @@ def run_hook(
     return proc, time.monotonic() - start
 
 
-def payload(prompt: str, cwd: Path) -> bytes:
+def payload(prompt: str, cwd: Path, session: str | None = None) -> bytes:
     return json.dumps(
         {
-            "session_id": "abc123",
+            # a new session each time: one prompt's notes are added once per session
+            "session_id": session or uuid.uuid4().hex,
             "transcript_path": "/tmp/t.jsonl",
             "cwd": str(cwd),
             "permission_mode": "default",
@@ -62,13 +64,23 @@ def test_prints_context_for_a_relevant_prompt(indexed_vault):  # noqa: F811
     assert len(out) <= 2500 + 1
 
 
-def test_a_prompt_from_a_subdirectory_finds_the_vault(indexed_vault, tmp_path):  # noqa: F811
+def test_a_prompt_from_a_subdirectory_or_from_anywhere_gets_the_vault(indexed_vault, tmp_path):  # noqa: F811
     sub = indexed_vault.root / "deep" / "er"
     sub.mkdir(parents=True)
     proc, _ = run_hook(payload("how do I restore a postgres backup", sub))
     assert b'path="ops/postgres-backup.md"' in proc.stdout
+    # outside every registered vault: the default vault
     proc, _ = run_hook(payload("how do I restore a postgres backup", tmp_path / "nowhere"))
-    assert proc.returncode == 0 and proc.stdout == b""
+    assert proc.returncode == 0 and b'path="ops/postgres-backup.md"' in proc.stdout
+
+
+def test_the_same_prompt_in_one_session_gets_its_notes_once(indexed_vault):  # noqa: F811
+    once = payload("how do I restore a postgres backup", indexed_vault.root, session="s-same")
+    first, _ = run_hook(once, None, "--no-memory")
+    second, _ = run_hook(once, None, "--no-memory")
+    assert b"<retrieved_context>" in first.stdout and second.stdout == b""
+    other = payload("how do I restore a postgres backup", indexed_vault.root, session="s-other")
+    assert b"<retrieved_context>" in run_hook(other, None, "--no-memory")[0].stdout
 
 
 def test_content_free_prompt_prints_nothing(indexed_vault):  # noqa: F811
@@ -186,7 +198,7 @@ def test_merge_refuses_shapes_it_does_not_understand(bad):
 def test_install_project_and_user_scope(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     project = tmp_path / "proj"
-    settings = project / ".claude" / "settings.json"
+    settings = project / ".claude" / "settings.local.json"
     settings.parent.mkdir(parents=True)
     settings.write_text(json.dumps(EXISTING), encoding="utf-8")
     path = install_claude_hook("project", project, command=CMD)
@@ -205,7 +217,7 @@ def test_install_project_and_user_scope(tmp_path, monkeypatch):
 
 
 def test_install_refuses_to_clobber_invalid_json(tmp_path):
-    settings = tmp_path / ".claude" / "settings.json"
+    settings = tmp_path / ".claude" / "settings.local.json"
     settings.parent.mkdir(parents=True)
     settings.write_text("{ not json", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid JSON"):
@@ -226,7 +238,7 @@ def test_remove_keeps_everything_else_and_is_idempotent():
 def test_hooks_install_status_uninstall_claude(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     project = tmp_path / "proj"
-    settings = project / ".claude" / "settings.json"
+    settings = project / ".claude" / "settings.local.json"
     settings.parent.mkdir(parents=True)
     settings.write_text(json.dumps(EXISTING), encoding="utf-8")
     runner = CliRunner()
@@ -240,7 +252,8 @@ def test_hooks_install_status_uninstall_claude(tmp_path, monkeypatch):
 
     result = runner.invoke(cli, ["hooks", "status", "--claude", "--json", *where])
     assert result.exit_code == 0, result.output
-    project_state, user_state = json.loads(result.output)
+    project_state, shared_state, user_state = json.loads(result.output)
+    assert shared_state["scope"] == "shared" and not shared_state["installed"]
     assert project_state["scope"] == "project" and project_state["installed"]
     assert project_state["executable_ok"] and project_state["command"] == ours["command"]
     assert user_state["scope"] == "user" and not user_state["installed"]
@@ -288,7 +301,7 @@ def test_claude_install_is_a_hidden_alias(tmp_path, monkeypatch):
     runner = CliRunner()
     result = runner.invoke(cli, ["claude-install", "--project-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    data = json.loads((tmp_path / ".claude" / "settings.json").read_text(encoding="utf-8"))
+    data = json.loads((tmp_path / ".claude" / "settings.local.json").read_text(encoding="utf-8"))
     [group] = data["hooks"][EVENT]
     assert "claude-hook" in group["hooks"][0]["command"]
     assert "claude-install" not in runner.invoke(cli, ["--help"]).output
@@ -380,8 +393,8 @@ def test_query_command_on_an_unregistered_vault_says_what_to_do(db_url, vault):
     with db.connect_url(db_url) as c:
         db.apply_schema(c)
     result = CliRunner().invoke(cli, ["query", "anything", "--vault", str(vault.root)])
-    assert result.exit_code == 1
-    assert "vaultmem init" in result.output
+    assert result.exit_code == 2
+    assert "not a registered vault" in result.output and "vaultmem init" in result.output
 
 
 def test_context_command_prints_the_block(indexed_vault, tmp_path):  # noqa: F811

@@ -38,6 +38,7 @@ def test_fifty_rapid_commits_with_hooks_and_a_rebuild_lose_nothing(conn, vault, 
         vault.write(f"base/n{i:03}.md", note_text(rng, f"Base {i}"))
     vault.commit("base")
     index(vault.root)
+    vault.register()
     git_hooks.install(vault.root)
 
     durations: list[float] = []

@@ -204,7 +204,7 @@ def test_build_context_outside_a_vault_gives_only_preferences(tmp_path: Path, mo
     memory.write_text("Always run the tests before committing.", encoding="utf-8")
     monkeypatch.setenv("VAULTMEM_MEMORY_FILE", str(memory))
     monkeypatch.chdir(tmp_path)
-    out = build_context(load_settings(), "how do I deploy", vault_root=None)
+    out = build_context(load_settings(), "how do I deploy", vault_root=None).text
     assert out.startswith("<user_preferences")
     assert "Always run the tests" in out
     assert "<retrieved_context>" not in out

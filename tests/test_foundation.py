@@ -169,10 +169,15 @@ def test_readme_configuration_table_lists_every_setting() -> None:
 
 def test_settings_env_overrides_dotenv_and_secrets_are_redacted(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text(
-        "VAULTMEM_CONTEXT_MAX_CHARS=900\nVAULTMEM_MAX_CHUNK_CHARS=800\nOPENAI_API_KEY=sk-abc123\n"
+        "VAULTMEM_MAX_FILE_BYTES=900\nVAULTMEM_MAX_CHUNK_CHARS=800\nOPENAI_API_KEY=sk-abc123\n"
+        "VAULTMEM_CONTEXT_MAX_CHARS=9\n"
     )
-    s = load_settings(tmp_path, environ={"VAULTMEM_CONTEXT_MAX_CHARS": "1000"})
-    assert s.context_max_chars == 1000 and s.max_chunk_chars == 800
+    s = load_settings(tmp_path, environ={"VAULTMEM_MAX_FILE_BYTES": "1000"})
+    assert s.max_file_bytes == 1000 and s.max_chunk_chars == 800
+    # a vault's .env sets indexing options only: no key, no retrieval budget from a repository
+    assert s.embedding_api_key == "" and s.context_max_chars == 2500
+    assert s.ignored_vault_env == ("OPENAI_API_KEY", "VAULTMEM_CONTEXT_MAX_CHARS")
+    s = load_settings(tmp_path, environ={"OPENAI_API_KEY": "sk-abc123"})
     assert s.embedding_api_key == "sk-abc123"
     assert "sk-abc123" not in json.dumps(s.redacted())
     assert redact_url("postgresql://u:hunter2@h:5/db") == "postgresql://u:***@h:5/db"

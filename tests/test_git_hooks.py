@@ -36,9 +36,11 @@ def test_install_appends_is_idempotent_and_uninstall_restores(vault) -> None:
     existing = vault.root / ".git" / "hooks" / "post-commit"
     existing.write_text("#!/bin/sh\necho mine\n")
     existing.chmod(0o755)
+    vault.register()
     git_hooks.install(vault.root)
     first = {h: (vault.root / ".git/hooks" / h).read_text() for h in git_hooks.HOOKS}
     assert first["post-commit"].startswith("#!/bin/sh\necho mine\n")
+    vault.register()
     git_hooks.install(vault.root)
     assert {h: (vault.root / ".git/hooks" / h).read_text() for h in git_hooks.HOOKS} == first
     assert all(s.installed and s.interpreter_ok for s in git_hooks.status(vault.root))
@@ -56,6 +58,7 @@ def test_install_honours_core_hooks_path(vault) -> None:
 
 
 def test_a_commit_is_indexed_in_the_background_by_the_hook(conn, vault) -> None:
+    vault.register()
     git_hooks.install(vault.root)
     vault.write("a.md", "# A\n\nhooked note\n")
     started = time.monotonic()
@@ -83,6 +86,7 @@ def test_a_commit_is_indexed_in_the_background_by_the_hook(conn, vault) -> None:
 
 def test_commit_succeeds_when_the_database_is_down(vault, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("VAULTMEM_DATABASE_URL", f"postgresql://x@/x?host={tmp_path}&port=9")
+    vault.register()
     git_hooks.install(vault.root)
     vault.write("a.md", "# A\n")
     vault.commit()  # raises if the commit failed

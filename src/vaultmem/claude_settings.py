@@ -135,13 +135,57 @@ def session_settings(command: str, *, timeout: int = HOOK_TIMEOUT_SECONDS) -> di
     return merge_hook({}, command, timeout=timeout)[0]
 
 
+SCOPES = ("project", "shared", "user")
+
+
 def settings_path(scope: str, project_dir: Path | None = None) -> Path:
-    """`project`: <project>/.claude/settings.json; `user`: ~/.claude/settings.json."""
+    """Where a scope's settings live (Claude Code settings reference):
+
+    `project`: <project>/.claude/settings.local.json, Claude Code's per-user project settings,
+    which git ignores: this machine's paths never reach a file a team commits.
+    `shared`: <project>/.claude/settings.json, the file teams commit.
+    `user`: ~/.claude/settings.json, every project."""
     if scope == "user":
         return Path.home() / ".claude" / "settings.json"
     if scope == "project":
+        return (project_dir or Path.cwd()) / ".claude" / "settings.local.json"
+    if scope == "shared":
         return (project_dir or Path.cwd()) / ".claude" / "settings.json"
-    raise ConfigError(f"scope must be 'project' or 'user', got {scope!r}")
+    raise ConfigError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+
+
+def portable_command() -> str:
+    """The hook command for a file a team shares: `vaultmem` from each person's PATH."""
+    return shlex.join(["vaultmem", HOOK_SUBCOMMAND])
+
+
+def keep_out_of_git(path: Path) -> bool:
+    """Make sure git ignores `path` (a settings.local.json): add it to the repository's own
+    `.git/info/exclude` (never committed) unless an ignore rule covers it. True if ignored."""
+    import subprocess
+
+    top = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel", "--git-path", "info/exclude"],
+        cwd=path.parent.parent,
+        capture_output=True,
+        text=True,
+    )
+    if top.returncode != 0:
+        return False  # not a git repository: nothing can commit it
+    root, exclude = (Path(p) for p in top.stdout.splitlines()[:2])
+    exclude = exclude if exclude.is_absolute() else path.parent.parent / exclude
+    try:
+        rel = path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return False
+    ignored = subprocess.run(["git", "check-ignore", "-q", rel], cwd=root, capture_output=True)
+    if ignored.returncode == 0:
+        return True
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    text = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+    with exclude.open("a", encoding="utf-8") as fh:
+        fh.write(("" if not text or text.endswith("\n") else "\n") + f"/{rel}\n")
+    return True
 
 
 def _read_settings(path: Path) -> dict[str, Any]:
@@ -169,9 +213,13 @@ def install_claude_hook(
     """Merge our hook into the scope's settings.json (created if missing). Returns its path."""
     path = settings_path(scope, project_dir)
     current = _read_settings(path)
-    merged, changed = merge_hook(current, command or hook_command())
+    if command is None:
+        command = portable_command() if scope == "shared" else hook_command()
+    merged, changed = merge_hook(current, command)
     if changed or not path.exists():
         _write_atomic(path, json.dumps(merged, indent=2, ensure_ascii=False) + "\n")
+    if scope == "project":
+        keep_out_of_git(path)
     return path
 
 
@@ -187,7 +235,7 @@ def uninstall_claude_hook(scope: str, project_dir: Path | None = None) -> tuple[
 
 @dataclass(frozen=True)
 class ClaudeHookStatus:
-    scope: str  # "project" or "user"
+    scope: str  # "project", "shared" or "user"
     path: Path
     installed: bool
     command: str | None  # the registered command, when installed

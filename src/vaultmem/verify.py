@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import db, gitdiff, store
+from . import db, gitdiff, store, vaults
 from .config import Settings
 from .embed import get_embedder
 from .ingest import open_index
@@ -240,6 +240,8 @@ class VaultStatus:
     warnings: list[dict[str, Any]] = field(default_factory=list)
     rechunk_due: bool = False
     configured_model_id: str | None = None  # what the settings name now
+    registered: bool = False  # listed in the user's registry (`vaultmem vaults list`)
+    ignored_vault_env: list[str] = field(default_factory=list)  # names its .env may not set
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -266,6 +268,8 @@ def vault_status(conn: db.Conn, stats: dict[str, Any]) -> VaultStatus:
         out.commits_behind = commits_behind(root, out.watermark, head)
         tree = gitdiff.ls_tree(root, head) if head else {}
         settings = load_settings(root)
+        out.ignored_vault_env = list(settings.ignored_vault_env)
+        out.registered = vaults.load().by_path(root) is not None
         out.skipped_files += unrecordable_skips(settings, root, tree)
         out.hook_log_last = _last_line(gitdiff.git_dir(root) / "vaultmem" / "ingest.log")
         out.configured_model_id = get_embedder(settings).model_id

@@ -24,6 +24,8 @@ def bench_env(prefix: str, provider: str) -> tuple[Path, bool]:
     work.chmod(0o755)
     external = "VAULTMEM_DATABASE_URL" in os.environ
     os.environ.setdefault("VAULTMEM_HOME", str(work / "home"))
+    # The registry of vaults belongs to the run, never to the user who runs it.
+    os.environ.setdefault("VAULTMEM_CONFIG", str(work / "config.toml"))
     os.environ["VAULTMEM_EMBEDDING_PROVIDER"] = provider
     for k, v in GIT_IDENTITY.items():
         os.environ.setdefault(k, v)

@@ -116,6 +116,8 @@ def indexed_vault(conn, vault):
     for path, note in NOTES.items():
         add_note(conn, v.id, path, embedder=embedder, **note)
     db.ensure_vector_index(conn, embedder.model_id, embedder.dimension)
+    # The rows above stand for HEAD: readers drop hits of an index that is behind HEAD.
+    conn.execute("UPDATE index_state SET watermark = %s WHERE vault_id = %s", (vault.head(), v.id))
     conn.commit()
     vaults.register(vault.root, database_url=os.environ["VAULTMEM_DATABASE_URL"])
     return vault

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import psycopg
 
-from . import __version__, db, server
+from . import __version__
 from .config import Settings, load_settings
 from .errors import VaultmemError
 
@@ -25,6 +24,8 @@ if TYPE_CHECKING:
 
 class VaultmemGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
+        import psycopg
+
         try:
             return super().invoke(ctx)
         except VaultmemError as exc:
@@ -56,6 +57,14 @@ class VaultmemGroup(click.Group):
                 err=True,
             )
             ctx.exit(1)
+
+
+def _writer_start(settings: Settings) -> bool:
+    """Commands that write start a bundled server that is merely down (after a reboot), never
+    one the user stopped with `vaultmem db stop` (the git hooks follow the same rule)."""
+    from . import server
+
+    return not server.stopped_on_purpose(settings.home)
 
 
 def _print_json(data: Any) -> None:
@@ -119,6 +128,8 @@ def db_group() -> None:
 @json_option
 def db_status(as_json: bool) -> None:
     """Show whether the bundled server is initialised and running."""
+    from . import server
+
     settings = _settings()
     st = server.status(settings.home)
     data = {
@@ -142,6 +153,8 @@ def db_status(as_json: bool) -> None:
 @db_group.command(name="start")
 def db_start() -> None:
     """Start the bundled server (initialising it on first use). It keeps running until stopped."""
+    from . import server
+
     settings = _settings()
     server.start(settings.home)
     click.echo(f"bundled server running: {server.running_url(settings.home)}")
@@ -150,6 +163,8 @@ def db_start() -> None:
 @db_group.command(name="stop")
 def db_stop() -> None:
     """Stop the bundled server, whichever process started it."""
+    from . import server
+
     settings = _settings()
     if server.stop(settings.home):
         click.echo("bundled server stopped")
@@ -164,10 +179,11 @@ def db_stop() -> None:
 @db_group.command(name="url")
 def db_url() -> None:
     """Print the database URL vaultmem uses (passwords masked). Starts the bundled server."""
+    from . import db
     from .dburl import redact_url
 
     settings = _settings()
-    click.echo(redact_url(db.database_url(settings)))
+    click.echo(redact_url(db.database_url(settings, start=True)))
 
 
 # --- indexing ----------------------------------------------------------------------------------
@@ -312,9 +328,7 @@ def _hook_ingest(vault: str | None, config_file: Path | None) -> None:
         settings = load_settings(root, environ, user=user)
         # Start a bundled server that is merely down (e.g. after a reboot), but never one the
         # user stopped with `vaultmem db stop`: that is logged instead, and caught up later.
-        result = ingest_mod.catch_up(
-            settings, root, start_db=not server.stopped_on_purpose(settings.home)
-        )
+        result = ingest_mod.catch_up(settings, root)
         if result is not None:
             ingest_mod.log_line(
                 files, f"ok {result.mode} {result.to_commit or ''} {result.summary()}"
@@ -460,13 +474,23 @@ def hooks_group() -> None:
 @hooks_group.command(name="install")
 @vault_option
 @_claude_options
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Write the git hooks even into a core.hooksPath folder inside the work tree.",
+)
 def hooks_install(
-    vault: str | None, claude: bool, scope: str | None, project_dir: Path | None
+    vault: str | None, claude: bool, scope: str | None, project_dir: Path | None, force: bool
 ) -> None:
-    """Add vaultmem to post-commit, post-merge, post-rewrite and post-checkout.
+    """Add vaultmem to post-commit, post-merge, post-rewrite, post-checkout and
+    reference-transaction (which sees `git reset` and other moves of HEAD).
 
-    Appends to existing hooks (never replaces them), honours core.hooksPath, and records this
-    Python's absolute path so hooks work from GUI git clients. Safe to run again.
+    A hook you already have is kept unchanged and still runs, first, with the same arguments
+    and input (vaultmem chains it; `uninstall` puts it back). Honours core.hooksPath, but
+    refuses to write this machine's paths into a hooks folder inside the work tree unless
+    --force. Records this Python's absolute path so hooks work from GUI git clients, then
+    catches up, in the background, whatever was committed while the hooks were off. Safe to
+    run again.
 
     The vault is registered (if it is not yet) with the index this environment names, and the
     hooks record your vaultmem config file, so a commit from any environment (a GUI client,
@@ -490,8 +514,13 @@ def hooks_install(
     root = _vault_root(vault)
     entry, _ = _register(root)
     click.echo(f"vault registered: {entry.name} = {entry.path}")
-    for path in git_hooks.install(root, config=vaults.config_path()):
-        click.echo(f"installed {path}")
+    for path in git_hooks.install(root, config=vaults.config_path(), force=force):
+        chained = path.with_name(path.name + git_hooks.USER_SUFFIX).exists()
+        click.echo(f"installed {path}" + (" (your own hook runs first)" if chained else ""))
+    from .freshness import start_catch_up
+
+    if start_catch_up(root, vaults.config_path()):
+        click.echo("catching up in the background (`vaultmem status` shows progress)")
 
 
 @hooks_group.command(name="uninstall")
@@ -560,8 +589,12 @@ def hooks_status(
     else:
         for h in items:
             state = "installed" if h.installed else "not installed"
+            if h.problem:
+                state = f"NOT RUN: {h.problem}: run `vaultmem hooks install` to chain it"
             if h.installed and not h.interpreter_ok:
                 state += " (its Python is gone: run `vaultmem hooks install` again)"
+            if h.installed and h.other_content:
+                state += " (after your own hook)"
             click.echo(f"{h.name}: {state}  {h.path}")
         for c in claude:
             if c.problem:
@@ -609,7 +642,7 @@ def audit_list(vault: str | None, as_json: bool) -> None:
 
     --json prints {"quarantined": [...], "allowed": [...]}.
     """
-    from . import audit
+    from . import audit, db
 
     root, settings, _ = _audit_target(vault)
     with db.connect(settings) as conn:
@@ -651,7 +684,7 @@ def audit_show(path: str, vault: str | None, as_json: bool) -> None:
     PATH is relative to the vault root (as `audit list` prints it) or to the current directory.
     The file is re-scanned from HEAD to make the masked previews; no secret is ever printed.
     """
-    from . import audit
+    from . import audit, db
 
     root, settings, rel = _audit_target(vault, path)
     with db.connect(settings) as conn:
@@ -685,10 +718,10 @@ def audit_allow(path: str, vault: str | None) -> None:
     again (and quarantined if it still hits). It survives `vaultmem rebuild`; undo it with
     `vaultmem audit revoke PATH`.
     """
-    from . import audit
+    from . import audit, db
 
     root, settings, rel = _audit_target(vault, path)
-    with db.connect(settings) as conn:
+    with db.connect(settings, start=_writer_start(settings)) as conn:
         v = audit.require_vault(conn, root)
         decision = audit.allow(conn, v, rel, root, settings=settings)
     click.echo(f"allowed {decision.path} at blob {str(decision.blob_sha)[:12]}: {decision.state}")
@@ -699,10 +732,10 @@ def audit_allow(path: str, vault: str | None) -> None:
 @vault_option
 def audit_revoke(path: str, vault: str | None) -> None:
     """Withdraw `audit allow` for PATH: it is scanned again now and quarantined if it hits."""
-    from . import audit
+    from . import audit, db
 
     root, settings, rel = _audit_target(vault, path)
-    with db.connect(settings) as conn:
+    with db.connect(settings, start=_writer_start(settings)) as conn:
         v = audit.require_vault(conn, root)
         decision = audit.revoke(conn, v, rel, root, settings=settings)
     click.echo(f"revoked the review of {decision.path}: {decision.state}")
@@ -743,11 +776,11 @@ def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) ->
     indexes the notes at HEAD (text first, then vectors, with a progress bar). Safe to run
     again: it changes nothing that is already in place.
     """
-    from . import vaults
+    from . import db, vaults
 
     root = _vault_root(vault)
     entry, settings = _register(root, name)
-    with db.connect(settings) as conn:
+    with db.connect(settings, start=True) as conn:
         applied = db.apply_schema(conn)
         v = db.register_vault(conn, root)
         info = db.server_info(conn)
@@ -763,16 +796,53 @@ def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) ->
     click.echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
     if not no_hooks:
         from . import git_hooks
+        from .errors import ConfigError
 
-        git_hooks.install(root, config=vaults.config_path())
-        click.echo(f"git hooks installed in {git_hooks.hooks_dir(root)}")
+        try:
+            git_hooks.install(root, config=vaults.config_path())
+            click.echo(f"git hooks installed in {git_hooks.hooks_dir(root)}")
+        except ConfigError as exc:
+            click.echo(f"git hooks NOT installed: {exc}", err=True)
     if not no_index:
         from . import ingest as ingest_mod
 
+        # Text first, in the foreground: the vault is searchable by full text when init ends.
         with _ProgressBar(True) as bar:
-            result = ingest_mod.catch_up(settings, root, progress=bar, wait=True)
+            result = ingest_mod.catch_up(settings, root, progress=bar, wait=True, embed=False)
         if result is not None:
             _print_result(result, False)
+        _start_vectors(settings, root)
+
+
+def _start_vectors(settings: Settings, root: Path) -> None:
+    """Measure the embedding rate on a few chunks, then leave the rest of the backlog to one
+    background drainer that survives the terminal closing; say so in one line, with an ETA."""
+    from . import ingest as ingest_mod
+    from . import vaults
+    from .freshness import start_catch_up
+
+    sample = ingest_mod.sample_embedding_rate(settings, root)
+    if sample.backlog == 0:
+        click.echo("vectors: every chunk has its vector")
+        return
+    eta = ""
+    if sample.embed_rate:
+        eta = f", about {_duration(sample.backlog / sample.embed_rate)} at "
+        eta += f"{sample.embed_rate:.1f} chunks/s"
+    started = start_catch_up(root, vaults.config_path())
+    where = "in the background" if started else "by the ingester already running"
+    click.echo(
+        f"vectors: {sample.backlog} chunks to embed {where}{eta}; full-text search works "
+        "meanwhile; `vaultmem status` shows progress"
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 # --- the registry of vaults ------------------------------------------------------------------
@@ -829,7 +899,7 @@ def vaults_add(path: Path, name: str | None) -> None:
 @click.option("--purge", is_flag=True, help="Also delete its rows from the database.")
 def vaults_remove(name: str, purge: bool) -> None:
     """Unregister vault NAME: no agent reads it and its git hooks stop indexing it."""
-    from . import vaults
+    from . import db, vaults
 
     settings = None
     entry = vaults.load().get(name)
@@ -838,7 +908,7 @@ def vaults_remove(name: str, purge: bool) -> None:
     removed = vaults.unregister(name)
     click.echo(f"unregistered {removed.name} ({removed.path})")
     if purge and settings is not None:
-        with db.connect(settings) as conn:
+        with db.connect(settings, start=_writer_start(settings)) as conn:
             conn.execute("DELETE FROM vaults WHERE root = %s", (str(removed.path.resolve()),))
             conn.commit()
         click.echo("its index was deleted from the database")
@@ -865,6 +935,7 @@ def status(as_json: bool) -> None:
     """Show the database, the schema version and, for every vault, its counts, how far the
     index is behind HEAD, the embedding backlog, the last run's outcome and every skipped file.
     """
+    from . import db
     from .verify import vault_status
 
     settings = _settings()
@@ -902,13 +973,20 @@ def _embedding_line(v: VaultStatus) -> str:
     configured = v.configured_model_id
     if configured and configured != v.model_id:
         line = f"model {model}, settings now name {configured}: the next ingest re-embeds"
+    live = v.embedding_progress
+    if live is not None:
+        done, total, rate = live.get("done", 0), live.get("total", 0), live.get("rate")
+        line += f"; embedding now (pid {live.get('pid')}): {done} of {total} done"
+        if rate:
+            line += f", {rate:.1f} chunks/s, about {_duration(backlog / rate)} left"
+        return line
     run = v.last_run or {}
     embedded, secs = run.get("embedded") or 0, run.get("embed_seconds") or 0
-    if backlog and embedded and secs:
-        rate = embedded / secs
-        line += f", about {backlog / rate / 60:.0f} min at {rate:.1f} chunks/s (last run's rate)"
-    elif backlog:
-        line += " (filled by the next `vaultmem ingest` or commit)"
+    if backlog:
+        line += "; no drainer is running: `vaultmem ingest` (or the next commit) resumes it"
+        if embedded and secs:
+            rate = embedded / secs
+            line += f" (about {_duration(backlog / rate)} at the last run's {rate:.1f} chunks/s)"
     return line
 
 
@@ -984,6 +1062,8 @@ def _echo_vault_health(v: VaultStatus) -> None:
 
 
 def _registered_vault(conn: Any, root: Path) -> Any:
+    from . import db
+
     v = db.find_vault(conn, root)
     if v is None:
         raise VaultmemError(f"{root} is not an indexed vault yet: run `vaultmem init` in it")
@@ -1027,7 +1107,7 @@ def query_cmd(
     Hybrid mode fuses vector similarity and full-text search (Chinese and Japanese included);
     content-free prompts ("ok continue", "好的繼續") return nothing.
     """
-    from . import query
+    from . import db, query
     from .embed import get_embedder
     from .vaults import NO_VAULT_HINT
 
@@ -1049,6 +1129,10 @@ def query_cmd(
             mode=mode,
             min_score=settings.min_score,
         )
+        from . import store
+        from .freshness import fresh_hits
+
+        hits = fresh_hits(conn, v.id, root, store.state(conn, v.id).watermark, hits)
     if as_json:
         _print_json(
             [
@@ -1154,7 +1238,6 @@ def context_cmd(
             include_memory=memory,
             include_notes=not memory_only,
             max_chars=max_chars,
-            start_db=not fail_open,
         )
         notices.extend(result.notices)
         return result.text

@@ -342,11 +342,16 @@ def build_context(
 
 
 def _search(conn: Conn, settings: Settings, vault: db.Vault, prompt: str, k: int) -> list:
-    from . import query
+    from . import query, store
     from .embed import get_embedder
+    from .freshness import fresh_hits
 
     embedder = get_embedder(settings)
-    return query.search(conn, vault.id, prompt, embedder, k=k, min_score=settings.min_score)
+    hits = query.search(conn, vault.id, prompt, embedder, k=k, min_score=settings.min_score)
+    # A reset or checkout that ran no hook: never hand out a note HEAD no longer holds.
+    watermark = store.state(conn, vault.id).watermark
+    conn.commit()
+    return fresh_hits(conn, vault.id, vault.root, watermark, hits)
 
 
 def _claim(directory: Path, key: str) -> bool:

@@ -27,8 +27,9 @@ _LOCK_KEY = 0x7661756C  # "vaul": serialises schema changes across processes
 Conn = psycopg.Connection[DictRow]  # what connect() returns: rows are dicts
 
 
-def database_url(settings: Settings, *, start: bool = True) -> str:
-    """The URL to use: the configured one, else the bundled server (started if `start`)."""
+def database_url(settings: Settings, *, start: bool = False) -> str:
+    """The URL to use: the configured one, else the bundled server (started only if `start`:
+    commands that only read never start it, they say it is stopped)."""
     if settings.database_url:
         return settings.database_url
     url = server.running_url(settings.home)
@@ -41,8 +42,9 @@ def database_url(settings: Settings, *, start: bool = True) -> str:
     return url
 
 
-def connect(settings: Settings, *, start: bool = True, timeout: int = 5) -> Conn:
-    """Open a connection with pgvector types registered. Does not change the schema."""
+def connect(settings: Settings, *, start: bool = False, timeout: int = 5) -> Conn:
+    """Open a connection with pgvector types registered. Does not change the schema. A stopped
+    bundled server is started only if `start` (init, db start, writers: see the CLI)."""
     url = database_url(settings, start=start)
     return connect_url(url, timeout=timeout)
 

@@ -49,6 +49,10 @@ class GitError(VaultmemError):
     exit_code = 7
 
 
+class BlobMissing(GitError):
+    """A blob the tree names is not in the repository (a partial clone, a damaged pack)."""
+
+
 class DriftDetected(VaultmemError):
     """`verify` found the index differs from the committed notes."""
 

@@ -13,12 +13,13 @@ import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, NamedTuple
 
-from .errors import GitError, NotAGitRepo
+from .errors import BlobMissing, GitError, NotAGitRepo
 
 STATUSES = frozenset("AMTDRC")
 DELETED_MODE = "000000"
@@ -161,21 +162,41 @@ def empty_tree(repo: Path) -> str:
     return proc.stdout.decode("ascii").strip()
 
 
-def diff_commits(repo: Path, old: str | None, new: str, *, copies: bool = False) -> list[Change]:
+def diff_commits(
+    repo: Path,
+    old: str | None,
+    new: str,
+    *,
+    copies: bool = False,
+    note_extensions: Sequence[str] | None = None,
+) -> list[Change]:
     """Changes from commit `old` to commit `new` (old None: everything in `new` is added).
 
     Renames are detected (`-M`). With `copies=True`, copies from modified files are reported as
-    "C" too (`-C`); by default a copy is just an "A".
+    "C" too (`-C`); by default a copy is just an "A". With `note_extensions`, rename detection
+    (which reads the changed blobs to compare them) is limited to files with those extensions,
+    and every other file is diffed by tree alone: a large attachment, or a blob missing from a
+    partial clone, is never read. If even the notes' blobs cannot be read, notes are diffed
+    without rename detection (a rename is then a delete and an add).
     """
     if old is not None:
         _check_rev(old)
     _check_rev(new)
     base = empty_tree(repo) if old is None else old
-    args = ["diff-tree", "-r", "-z", "-M", "--raw", "--no-ext-diff"]
-    if copies:
-        args.append("-C")
-    proc = _git(repo, *args, base, new)
-    return parse_diff_tree(proc.stdout)
+    args = ["diff-tree", "-r", "-z", "--raw", "--no-ext-diff"]
+    if note_extensions is None:
+        proc = _git(repo, *args, "-M", *(["-C"] if copies else []), base, new)
+        return parse_diff_tree(proc.stdout)
+    notes = [f":(icase)*{e}" for e in note_extensions]
+    others = [".", *(f":(exclude,icase)*{e}" for e in note_extensions)]
+    renames = ["-M", *(["-C"] if copies else [])]
+    rest = _git(repo, *args, "--no-renames", base, new, "--", *others)
+    if not notes:
+        return parse_diff_tree(rest.stdout)
+    proc = _git(repo, *args, *renames, base, new, "--", *notes, check=False)
+    if proc.returncode != 0:
+        proc = _git(repo, *args, "--no-renames", base, new, "--", *notes)
+    return parse_diff_tree(proc.stdout) + parse_diff_tree(rest.stdout)
 
 
 def parse_diff_tree(raw: bytes) -> list[Change]:
@@ -245,6 +266,23 @@ def ls_tree(repo: Path, commit: str) -> dict[str, tuple[str, str]]:
     return entries
 
 
+def tree_entries(repo: Path, commit: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """`ls_tree` for just `paths` (those `commit` holds): path -> (mode, object sha)."""
+    _check_rev(commit)
+    if not paths:
+        return {}
+    proc = _git(
+        repo, "ls-tree", "-r", "-z", "--full-tree", commit, "--", *(f":(literal){p}" for p in paths)
+    )
+    entries: dict[str, tuple[str, str]] = {}
+    for record in proc.stdout.split(b"\0"):
+        meta, sep, path = record.partition(b"\t")
+        parts = meta.split(b" ")
+        if sep and len(parts) == 3:
+            entries[os.fsdecode(path)] = (parts[0].decode("ascii"), parts[2].decode("ascii"))
+    return entries
+
+
 class BlobReader:
     """Reads blobs through one long-lived `git cat-file --batch` process.
 
@@ -300,8 +338,10 @@ class BlobReader:
         if not header:
             raise self._failure(f"blob {blob}")
         parts = header.split()
-        if len(parts) == 2 and parts[1] in (b"missing", b"ambiguous"):
-            raise GitError(f"blob {blob} is {parts[1].decode()} in {self._repo}")
+        if len(parts) == 2 and parts[1] == b"missing":
+            raise BlobMissing(f"blob {blob} is missing in {self._repo}")
+        if len(parts) == 2 and parts[1] == b"ambiguous":
+            raise GitError(f"blob {blob} is ambiguous in {self._repo}")
         if len(parts) != 3 or not parts[2].isdigit():
             raise GitError(f"unexpected git cat-file reply {header[:120]!r} for blob {blob}")
         size = int(parts[2])

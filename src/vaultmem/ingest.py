@@ -15,6 +15,7 @@ file lock; triggers that find it held leave a "pending" mark that the holder loo
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -30,10 +31,15 @@ import psycopg
 from . import db, gitdiff, markdown, store
 from .config import Settings
 from .embed import Embedder, get_embedder
-from .errors import VaultmemError
-from .triage import Ignore, Index, Quarantine, Rules, Skip, triage, triage_path
+from .errors import BlobMissing, VaultmemError
+from .paths import display_path, storable
+from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage, triage_path
 
 BATCH_FILES = 50  # files per transaction: small enough that a crash loses little work
+# Embedding batches: the first is small (the rate is unknown), later ones take about this long,
+# which bounds how long a new commit waits behind the backlog.
+FIRST_BATCH = 8
+BATCH_SECONDS = 1.0
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -73,6 +79,7 @@ class IngestResult:
     reused: int = 0  # chunks that got their vector from the cache
     backlog: int = 0  # chunks still waiting for a vector when the run ended
     embed_seconds: float = 0.0  # time spent in the embedding model (for the backlog ETA)
+    embed_rate: float | None = None  # chunks/s once the model was warm (smoothed)
     skip_reasons: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -112,11 +119,66 @@ class StateFiles:
     def log(self) -> Path:
         return self.dir / "ingest.log"
 
+    @property
+    def starting(self) -> Path:
+        """Set by a git hook that started an ingester, until that ingester holds the lock."""
+        return self.dir / "starting"
+
 
 def state_files(root: Path) -> StateFiles:
     d = gitdiff.git_dir(root) / "vaultmem"
     d.mkdir(parents=True, exist_ok=True)
     return StateFiles(d)
+
+
+class ProgressFile:
+    """The live state of an embedding backlog drain, for `vaultmem status` (another process).
+
+    A small JSON file under .git/vaultmem, rewritten at most every PROGRESS_EVERY seconds:
+    the drainer's pid, when it started, chunks done of the total and the smoothed rate."""
+
+    PROGRESS_EVERY = 1.0
+
+    def __init__(self, files: StateFiles) -> None:
+        self.path = files.dir / "progress.json"
+        self.started = time.time()
+        self._last = 0.0
+
+    def update(self, *, done: int, total: int, rate: float | None, final: bool = False) -> None:
+        now = time.time()
+        if not final and now - self._last < self.PROGRESS_EVERY:
+            return
+        self._last = now
+        data = {
+            "pid": os.getpid(),
+            "started_at": self.started,
+            "updated_at": now,
+            "done": done,
+            "total": total,
+            "rate": rate,
+            "finished": final,
+        }
+        tmp = self.path.with_suffix(".tmp")
+        with contextlib.suppress(OSError):
+            tmp.write_text(json.dumps(data), encoding="utf-8")
+            os.replace(tmp, self.path)
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+def read_progress(root: Path) -> dict[str, Any] | None:
+    """The running drainer's progress (see ProgressFile), or None if no drainer is alive."""
+    try:
+        path = gitdiff.git_dir(root) / "vaultmem" / "progress.json"
+        data = json.loads(path.read_text(encoding="utf-8"))
+        os.kill(int(data["pid"]), 0)  # alive?
+    except (OSError, ValueError, KeyError, TypeError, VaultmemError):
+        return None
+    if not isinstance(data, dict) or data.get("finished"):
+        return None
+    return data
 
 
 @dataclass(frozen=True)
@@ -183,6 +245,7 @@ class Ingester:
         self.rules = Rules.from_settings(settings)
         self.embedder = embedder or get_embedder(settings)
         self.progress = progress or (lambda phase, done, total: None)
+        self.tracker: ProgressFile | None = None  # set by runs that report to `status`
 
     def apply_entry(
         self,
@@ -207,11 +270,20 @@ class Ingester:
             else:
                 result.ignored += 1
             return
-        if not force and known is not None and known.blob_sha == entry.blob:
+        if (
+            not force
+            and known is not None
+            and known.blob_sha == entry.blob
+            and not (known.code is not None and SkipCode(known.code).retried)
+        ):
             result.unchanged += 1
             return
         if outcome is None:
-            outcome = triage(path, entry.mode, reader.read(entry.blob), self.rules)
+            try:
+                data: bytes | None = reader.read(entry.blob)
+            except BlobMissing:
+                data = None  # skipped as unreadable; the next run tries again
+            outcome = triage(path, entry.mode, data, self.rules)
         if isinstance(outcome, Quarantine) and store.is_allowed(self.conn, vid, path, entry.blob):
             outcome = outcome.allow()
         if isinstance(outcome, Quarantine):
@@ -221,7 +293,7 @@ class Ingester:
             if outcome.code.recordable:
                 store.mark_skipped(self.conn, vid, path, entry.blob, outcome.reason, outcome.code)
             result.skipped += 1
-            result.skip_reasons[path] = outcome.reason
+            result.skip_reasons[display_path(path)] = outcome.reason
         elif isinstance(outcome, Index):
             inserted, n = store.upsert_note(self.conn, vid, outcome.note, entry.blob, commit)
             result.chunks_written += n
@@ -230,6 +302,23 @@ class Ingester:
                 result.added += 1
             else:
                 result.updated += 1
+
+    def retry_unreadable(self, commit: str, result: IngestResult) -> None:
+        """Try again the notes whose blob could not be read by an earlier run."""
+        paths = store.skipped_paths(self.conn, self.vault.id, SkipCode.UNREADABLE)
+        self.conn.commit()
+        if not paths:
+            return
+        tree = gitdiff.tree_entries(self.root, commit, paths)
+        known = store.known_paths(self.conn, self.vault.id, only=paths)
+        with gitdiff.BlobReader(self.root) as reader, self.conn.transaction():
+            for path in paths:
+                if path not in tree:
+                    store.delete_path(self.conn, self.vault.id, path)  # gone since
+                    continue
+                mode, blob = tree[path]
+                entry = gitdiff.TreeEntry(path, mode, blob)
+                self.apply_entry(reader, result, entry, commit, known.get(path))
 
     def redecide(self, path: str, commit: str, result: IngestResult) -> None:
         """Decide `path` again as `commit` holds it (after a review decision), in the caller's
@@ -251,7 +340,7 @@ class Ingester:
         """Apply diff-tree events: deletions and rename sources first, then upserts."""
         vid = self.vault.id
         touched = {c.path for c in changes} | {c.old_path for c in changes if c.old_path}
-        known = store.known_paths(self.conn, vid, only=touched)
+        known = store.known_paths(self.conn, vid, only=[p for p in touched if storable(p)])
         self.conn.commit()
         ops: list[tuple[str, gitdiff.Change]] = []
         for ch in changes:
@@ -268,14 +357,17 @@ class Ingester:
                 with self.conn.transaction():
                     for op, ch in ops[start : start + BATCH_FILES]:
                         if op == "delete":
-                            if store.delete_path(self.conn, vid, ch.path):
+                            # A name that is not text was never stored: nothing to delete.
+                            if storable(ch.path) and store.delete_path(self.conn, vid, ch.path):
                                 result.deleted += 1
                             known.pop(ch.path, None)
                         elif op == "rename":
                             assert ch.old_path is not None
                             prior = known.pop(ch.old_path, None)
-                            store.carry_rename(self.conn, vid, ch.old_path, ch.path)
-                            store.delete_path(self.conn, vid, ch.old_path)
+                            if storable(ch.old_path) and storable(ch.path):
+                                store.carry_rename(self.conn, vid, ch.old_path, ch.path)
+                            if storable(ch.old_path):
+                                store.delete_path(self.conn, vid, ch.old_path)
                             if prior is not None:
                                 result.renamed += 1
                         else:
@@ -327,7 +419,10 @@ class Ingester:
         """Embed chunks lacking a vector from the current model. True when the backlog is empty.
 
         Each batch is one model call and one transaction: a failure leaves nothing half-written,
-        and the rows stay in the backlog for the next run."""
+        and the rows stay in the backlog for the next run. Batches are sized to take about
+        BATCH_SECONDS at the measured rate (never more than VAULTMEM_EMBEDDING_BATCH_SIZE), so a
+        new commit (`should_pause`) waits at most that long for its text pass. The most recently
+        written chunks go first. Progress (done, total, rate) is written for `vaultmem status`."""
         vid, model = self.vault.id, self.embedder.model_id
         with self.conn.transaction():
             result.reused += store.fill_from_cache(self.conn, vid, model)
@@ -340,7 +435,11 @@ class Ingester:
         db.ensure_vector_index(self.conn, model, self.embedder.dimension)
         self.conn.commit()
         done = 0
-        batch = max(1, self.settings.embedding_batch_size)
+        ceiling = max(1, self.settings.embedding_batch_size)
+        batch = min(ceiling, FIRST_BATCH)
+        rate: float | None = None  # chunks per second, smoothed
+        warm = False
+        tracker = self.tracker
         while True:
             if should_pause() or (limit is not None and done >= limit):
                 break
@@ -350,13 +449,23 @@ class Ingester:
                 break
             t0 = time.monotonic()
             vectors = self.embedder.embed_documents([t for _, t in items])
-            result.embed_seconds += time.monotonic() - t0
+            spent = time.monotonic() - t0
+            result.embed_seconds += spent
             with self.conn.transaction():
                 done += store.store_embeddings(
                     self.conn, vid, model, [h for h, _ in items], vectors
                 )
             result.embedded += len(items)
+            if warm:
+                # The first call loads the model: its rate says nothing about the next ones.
+                now = len(items) / max(spent, 1e-6)
+                rate = now if rate is None else 0.7 * rate + 0.3 * now
+                batch = max(1, min(ceiling, int(rate * BATCH_SECONDS)))
+                result.embed_rate = rate
+            warm = True
             self.progress("embed", done, total)
+            if tracker is not None:
+                tracker.update(done=done, total=total, rate=rate)
         result.backlog = store.backlog_size(self.conn, vid, model)
         self.conn.commit()
         return result.backlog == 0
@@ -366,9 +475,16 @@ class Ingester:
 
 
 def open_index(
-    settings: Settings, root: Path, *, start_db: bool = True
+    settings: Settings, root: Path, *, start_db: bool | None = None
 ) -> tuple[db.Conn, db.Vault]:
-    """Connect, bring the schema to this version and register the vault (idempotent)."""
+    """Connect, bring the schema to this version and register the vault (idempotent).
+
+    `start_db` None: start a bundled server that is merely down, never one the user stopped
+    with `vaultmem db stop` (the rule for every writer, git hooks included)."""
+    if start_db is None:
+        from . import server
+
+        start_db = not server.stopped_on_purpose(settings.home)
     conn = db.connect(settings, start=start_db)
     if db.schema_version(conn) != db.SCHEMA_VERSION:
         db.apply_schema(conn)
@@ -412,6 +528,7 @@ def index_pass(ing: Ingester, result: IngestResult) -> IngestResult:
         return _rebuild_pass(ing, result, head)
     if st.watermark == head:
         result.mode = RunMode.CURRENT
+        ing.retry_unreadable(head, result)
         return result
     if (
         st.watermark is not None
@@ -419,10 +536,14 @@ def index_pass(ing: Ingester, result: IngestResult) -> IngestResult:
         and gitdiff.is_ancestor(ing.root, st.watermark, head)
     ):
         result.mode = RunMode.INCREMENTAL
-        ing.apply_changes(gitdiff.diff_commits(ing.root, st.watermark, head), head, result)
+        changes = gitdiff.diff_commits(
+            ing.root, st.watermark, head, note_extensions=ing.settings.extensions
+        )
+        ing.apply_changes(changes, head, result)
     else:
         result.mode = RunMode.RECONCILE
         ing.reconcile(head, result)
+    ing.retry_unreadable(head, result)
     with ing.conn.transaction():
         store.set_watermark(ing.conn, ing.vault.id, head)
     return result
@@ -450,18 +571,20 @@ def catch_up(
     wait: bool = False,
     progress: Progress | None = None,
     embedder: Embedder | None = None,
-    start_db: bool = True,
+    start_db: bool | None = None,
 ) -> IngestResult | None:
     """Bring the vault's index to HEAD, then fill the embedding backlog.
 
     Returns None when another process holds the writer lock: it has been told (the pending mark)
     to run another pass, so nothing is lost and nobody queues behind it. With `start_db` False a
-    stopped bundled server is reported (DatabaseUnavailable) instead of started."""
+    stopped bundled server is reported (DatabaseUnavailable) instead of started; None (the
+    default) starts one that is merely down, never one stopped with `vaultmem db stop`."""
     files = state_files(root)
     files.pending.touch()
     last: IngestResult | None = None
     while True:
         with writer(files, wait=wait) as w:
+            files.starting.unlink(missing_ok=True)  # a hook may start another one again
             if w is None:
                 return last
             last = _run_passes(
@@ -488,11 +611,12 @@ def _run_passes(
     progress: Progress | None,
     embedder: Embedder | None,
     rebuild: bool = False,
-    start_db: bool = True,
+    start_db: bool | None = None,
 ) -> IngestResult:
     started = time.monotonic()
     conn, vault = open_index(settings, root, start_db=start_db)
     ing = Ingester(settings, conn, vault, embedder=embedder, progress=progress)
+    ing.tracker = ProgressFile(w.files)
     total = IngestResult()
     chunker = markdown.chunker_signature(settings.max_chunk_chars)
     try:
@@ -533,6 +657,8 @@ def _run_passes(
         _record(ing, total, started)
         conn.close()
         raise
+    finally:
+        ing.tracker.finish()
     _record(ing, total, started)
     conn.close()
     return total
@@ -584,6 +710,23 @@ def rebuild(
         if more is not None:
             _merge(result, more)
             result.backlog = more.backlog
+    return result
+
+
+def sample_embedding_rate(
+    settings: Settings, root: Path, *, embedder: Embedder | None = None
+) -> IngestResult:
+    """Embed a first few backlog chunks (two small batches, kept) to measure the rate: what
+    `init` bases its ETA on before leaving the rest to a background drainer."""
+    files = state_files(root)
+    with writer(files, wait=True):
+        conn, vault = open_index(settings, root)
+        try:
+            ing = Ingester(settings, conn, vault, embedder=embedder)
+            result = IngestResult(mode=RunMode.CURRENT)
+            ing.drain_backlog(result, limit=2 * FIRST_BATCH)
+        finally:
+            conn.close()
     return result
 
 

@@ -25,6 +25,21 @@ class ExclusionCode(StrEnum):
     NOT_A_NOTE = "not-a-note"
 
 
+def storable(path: str) -> bool:
+    """True if `path` can be stored and printed as text: a file name that is not valid UTF-8
+    (decoded by git as lone surrogates) cannot be a PostgreSQL key nor JSON."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def display_path(path: str) -> str:
+    """`path` as text anyone can print: bytes that are not UTF-8 shown as `\\xe9`."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 @dataclass(frozen=True)
 class PathExclusion:
     code: ExclusionCode

@@ -129,9 +129,51 @@ def start(home: Path, database: str = DATABASE) -> str:
                 f"the bundled PostgreSQL in {pgdata} did not come up; see {pgdata / 'log'}"
             )
     _ensure_database(url, database)
+    _tune(url, database)
     with contextlib.suppress(OSError):
         _stopped_mark(home).unlink(missing_ok=True)
     return url
+
+
+# Settings for a laptop-sized index, applied to the bundled server only (ALTER SYSTEM, then a
+# reload: none of them needs a restart). PostgreSQL's defaults keep up to 1 GB of WAL around;
+# vaultmem writes in small transactions and needs none of it for recovery beyond the last
+# checkpoint, so a checkpoint every 64 MB of WAL keeps pg_wal small (bench/freshness.py prints
+# its size after indexing the tldr vault). Compressed full-page images cut WAL volume further.
+SERVER_SETTINGS: dict[str, str] = {
+    "max_wal_size": "64MB",
+    "min_wal_size": "32MB",
+    "wal_compression": "on",
+}
+
+
+def _tune(url: str, database: str) -> None:
+    import psycopg
+
+    maintenance = url.replace(f"/{database}?", "/postgres?", 1)
+    try:
+        with psycopg.connect(maintenance, autocommit=True, connect_timeout=5) as conn:
+            changed = False
+            for name, value in SERVER_SETTINGS.items():
+                row = conn.execute(
+                    "SELECT setting, unit FROM pg_settings WHERE name = %s", (name,)
+                ).fetchone()
+                current = row[0] if row else None
+                wanted = _normalised(value, row[1] if row else None)
+                if current != wanted:
+                    conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+                    changed = True
+            if changed:
+                conn.execute("SELECT pg_reload_conf()")
+    except psycopg.Error:
+        pass  # tuning is an optimisation; a server that refuses it still works
+
+
+def _normalised(value: str, unit: str | None) -> str:
+    """`64MB` in pg_settings' own unit (max_wal_size is stored in MB): "64"."""
+    if unit == "MB" and value.endswith("MB"):
+        return value[:-2]
+    return value
 
 
 def _ensure_database(url: str, database: str) -> None:

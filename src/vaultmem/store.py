@@ -25,10 +25,11 @@ IndexedAs = Literal["note", "quarantined", "skipped"]
 
 
 class Known(NamedTuple):
-    """What the index holds for a path: which table, at which blob."""
+    """What the index holds for a path: which table, at which blob (and a skip's code)."""
 
     kind: IndexedAs
     blob_sha: str | None
+    code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,14 +126,25 @@ def known_paths(conn: Conn, vault_id: int, only: Iterable[str] | None = None) ->
         cond = " AND path = ANY(%(only)s)"
     rows = conn.execute(
         f"""
-        SELECT path, 'note' AS kind, blob_sha FROM memory_notes WHERE vault_id = %(v)s{cond}
-        UNION ALL SELECT path, 'quarantined', blob_sha FROM memory_secure_audit
+        SELECT path, 'note' AS kind, blob_sha, NULL AS code FROM memory_notes
+         WHERE vault_id = %(v)s{cond}
+        UNION ALL SELECT path, 'quarantined', blob_sha, NULL FROM memory_secure_audit
                    WHERE vault_id = %(v)s{cond}
-        UNION ALL SELECT path, 'skipped', blob_sha FROM memory_skipped WHERE vault_id = %(v)s{cond}
+        UNION ALL SELECT path, 'skipped', blob_sha, code FROM memory_skipped
+                   WHERE vault_id = %(v)s{cond}
         """,
         params,
     ).fetchall()
-    return {r["path"]: Known(r["kind"], r["blob_sha"]) for r in rows}
+    return {r["path"]: Known(r["kind"], r["blob_sha"], r["code"]) for r in rows}
+
+
+def skipped_paths(conn: Conn, vault_id: int, code: str) -> list[str]:
+    """Paths skipped with `code` (e.g. the unreadable ones the next run retries)."""
+    rows = conn.execute(
+        "SELECT path FROM memory_skipped WHERE vault_id = %s AND code = %s ORDER BY path",
+        (vault_id, code),
+    ).fetchall()
+    return [r["path"] for r in rows]
 
 
 def paths_done_since(conn: Conn, vault_id: int, since: Any) -> set[str]:
@@ -319,11 +331,15 @@ def backlog_batch(conn: Conn, vault_id: int, model_id: str, limit: int) -> list[
     """Distinct (content_hash, embedding input) still lacking a vector from `model_id`."""
     from .markdown import embedding_input  # a writer's import: readers never pay for YAML
 
+    # Most recently written first: a note just committed gets its vectors before an old backlog.
     rows = conn.execute(
         """
-        SELECT DISTINCT ON (content_hash) content_hash, heading, content FROM memory_primary
-         WHERE vault_id = %s AND (embedding IS NULL OR model_id IS DISTINCT FROM %s)
-         ORDER BY content_hash LIMIT %s
+        SELECT content_hash, heading, content FROM (
+            SELECT DISTINCT ON (content_hash) content_hash, heading, content, updated_at
+              FROM memory_primary
+             WHERE vault_id = %s AND (embedding IS NULL OR model_id IS DISTINCT FROM %s)
+             ORDER BY content_hash, updated_at DESC
+        ) b ORDER BY updated_at DESC, content_hash LIMIT %s
         """,
         (vault_id, model_id, limit),
     ).fetchall()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from .findings import Finding
 from .markdown import Note, NoteSkipped, decode_note, parse_note, strip_private_spans
-from .paths import ExclusionCode, PathPolicy
+from .paths import ExclusionCode, PathPolicy, display_path, storable
 from .sensitive import SensitivePolicy
 
 if TYPE_CHECKING:
@@ -43,12 +43,19 @@ class SkipCode(StrEnum):
     INVALID_UTF8 = "invalid-utf-8"
     UNREADABLE = "unreadable"
     ALLOWED_NOT_A_NOTE = "allowed-not-a-note"
+    NAME_NOT_UTF8 = "name-not-utf-8"
 
     @property
     def recordable(self) -> bool:
-        """False when no table can hold the skip (the path is too long to be a key): it is then
-        reported by every run and by `verify` / `status` from HEAD's tree instead."""
-        return self is not SkipCode.PATH_TOO_LONG
+        """False when no table can hold the skip (the path is too long to be a key, or not
+        text): it is then reported by every run and by `verify` / `status` from HEAD's tree."""
+        return self not in (SkipCode.PATH_TOO_LONG, SkipCode.NAME_NOT_UTF8)
+
+    @property
+    def retried(self) -> bool:
+        """Skips the next run tries again though the blob did not change (it may be readable
+        by then: a partial clone fetched it, a pack was repaired)."""
+        return self is SkipCode.UNREADABLE
 
 
 @dataclass(frozen=True)
@@ -142,6 +149,11 @@ def triage_path(path: str, mode: str, rules: Rules) -> Outcome | None:
 
     None means: read the blob and call `triage`."""
     outcome = _by_path(path, mode, rules)
+    if not isinstance(outcome, Ignore) and not storable(path):
+        return Skip(
+            SkipCode.NAME_NOT_UTF8,
+            f"file name is not valid UTF-8 ({display_path(path)}): rename it to index it",
+        )
     if not isinstance(outcome, Ignore):
         size = len(os.fsencode(path))
         if size > MAX_PATH_BYTES:

@@ -16,8 +16,9 @@ from typing import Any
 from . import db, gitdiff, store, vaults
 from .config import Settings
 from .embed import get_embedder
-from .ingest import open_index
+from .ingest import open_index, read_progress
 from .markdown import chunker_signature
+from .paths import display_path, storable
 from .triage import (
     MAX_PATH_BYTES,
     Ignore,
@@ -93,17 +94,23 @@ def commits_behind(root: Path, watermark: str | None, head: str | None) -> int:
 def unrecordable_skips(
     settings: Settings, root: Path, tree: dict[str, tuple[str, str]]
 ) -> list[dict[str, Any]]:
-    """Skips no table can hold (paths too long to be a key), found in HEAD's tree."""
-    long = {p: e for p, e in tree.items() if len(os.fsencode(p)) > MAX_PATH_BYTES}
-    if not long:
+    """Skips no table can hold (paths too long to be a key, names that are not text), found
+    in HEAD's tree."""
+    odd = {p: e for p, e in tree.items() if len(os.fsencode(p)) > MAX_PATH_BYTES or not storable(p)}
+    if not odd:
         return []
     rules = Rules.from_settings(settings)
     out = []
-    for path, (mode, blob) in sorted(long.items()):
+    for path, (mode, blob) in sorted(odd.items()):
         outcome = triage_path(path, mode, rules)
         if isinstance(outcome, Skip) and not outcome.code.recordable:
             out.append(
-                {"path": path, "code": outcome.code, "reason": outcome.reason, "blob_sha": blob}
+                {
+                    "path": display_path(path),
+                    "code": outcome.code,
+                    "reason": outcome.reason,
+                    "blob_sha": blob,
+                }
             )
     return out
 
@@ -119,7 +126,7 @@ def note_warnings(conn: db.Conn, vault_id: int) -> list[dict[str, Any]]:
 
 
 def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyReport:
-    conn, vault = open_index(settings, root)
+    conn, vault = open_index(settings, root, start_db=False)  # a reader never starts it
     try:
         rules = Rules.from_settings(settings)
         model_id = get_embedder(settings).model_id
@@ -241,6 +248,8 @@ class VaultStatus:
     rechunk_due: bool = False
     configured_model_id: str | None = None  # what the settings name now
     registered: bool = False  # listed in the user's registry (`vaultmem vaults list`)
+    # A background drainer's live progress: pid, done, total, rate (chunks/s), started_at.
+    embedding_progress: dict[str, Any] | None = None
     ignored_vault_env: list[str] = field(default_factory=list)  # names its .env may not set
 
     def to_dict(self) -> dict[str, Any]:
@@ -272,6 +281,7 @@ def vault_status(conn: db.Conn, stats: dict[str, Any]) -> VaultStatus:
         out.registered = vaults.load().by_path(root) is not None
         out.skipped_files += unrecordable_skips(settings, root, tree)
         out.hook_log_last = _last_line(gitdiff.git_dir(root) / "vaultmem" / "ingest.log")
+        out.embedding_progress = read_progress(root)
         out.configured_model_id = get_embedder(settings).model_id
         out.rechunk_due = store.state(conn, out.id).rechunk_due(
             chunker_signature(settings.max_chunk_chars)

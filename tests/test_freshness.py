@@ -1,0 +1,223 @@
+"""The index is never silently behind: HEAD moves no hook sees, odd file names, missing blobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import Vault
+from indexing import index, snapshot
+
+from vaultmem import db, freshness, gitdiff, vaults
+from vaultmem.cli import cli
+from vaultmem.config import load_settings
+from vaultmem.verify import verify
+
+
+def wait_for(predicate, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return predicate()
+
+
+def watermark(conn, root: Path) -> str | None:
+    v = db.find_vault(conn, root)
+    assert v is not None
+    row = conn.execute("SELECT watermark FROM index_state WHERE vault_id = %s", (v.id,)).fetchone()
+    conn.commit()
+    return row["watermark"] if row else None
+
+
+def hook(prompt: str, cwd: Path) -> str:
+    data = {"session_id": uuid.uuid4().hex, "cwd": str(cwd), "prompt": prompt}
+    proc = subprocess.run(
+        [sys.executable, "-m", "vaultmem", "claude-hook", "--no-memory"],
+        input=json.dumps(data).encode(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0
+    return proc.stdout.decode()
+
+
+def test_a_reset_no_hook_saw_never_hands_out_a_note_head_no_longer_holds(conn, vault) -> None:
+    vault.write("kept.md", "# Payments rollback\n\nroll back payments with `pay rollback`\n")
+    vault.commit()
+    vault.write("gone.md", "# Payments rollback v2\n\nroll back payments with `pay2 undo`\n")
+    vault.commit()
+    vaults.register(vault.root, database_url=os.environ["VAULTMEM_DATABASE_URL"])
+    index(vault.root)
+    before = hook("how do I roll back payments", vault.root)
+    assert "gone.md" in before and "kept.md" in before
+    vault.git("reset", "-q", "--hard", "HEAD~1")  # no hooks installed: nothing else noticed
+    after = hook("how do I roll back payments", vault.root)
+    assert "gone.md" not in after and "kept.md" in after
+    # ...and the reader started the catch-up a hook would have
+    assert wait_for(lambda: watermark(conn, vault.root) == vault.head()), (
+        vault.root / ".git/vaultmem/ingest.log"
+    ).read_text()
+    assert [n[0] for n in snapshot(conn, vault.root)["notes"]] == ["kept.md"]
+
+
+def test_the_query_command_drops_stale_hits_too(conn, vault) -> None:
+    vault.write("a.md", "# Alpha\n\nalpha rollback\n")
+    vault.commit()
+    vault.write("b.md", "# Beta\n\nbeta rollback\n")
+    vault.commit()
+    vault.register()
+    index(vault.root)
+    vault.git("reset", "-q", "--hard", "HEAD~1")
+    r = CliRunner().invoke(cli, ["query", "rollback", "--json", "--vault", str(vault.root)])
+    assert r.exit_code == 0, r.output
+    assert [h["path"] for h in json.loads(r.output)] == ["a.md"]
+
+
+def test_head_is_read_without_git_in_every_ref_layout(vault, tmp_path) -> None:
+    vault.write("a.md", "# A\n")
+    first = vault.commit()
+    assert freshness.read_head(vault.root) == first
+    vault.git("pack-refs", "--all")
+    assert freshness.read_head(vault.root) == first
+    vault.write("b.md", "# B\n")
+    second = vault.commit()
+    assert freshness.read_head(vault.root) == second  # loose ref over the packed one
+    vault.git("checkout", "-q", "--detach", first)
+    assert freshness.read_head(vault.root) == first
+    vault.git("checkout", "-q", "main")
+    tree = tmp_path / "linked"
+    vault.git("worktree", "add", "-q", "-b", "wt", str(tree), first)
+    assert freshness.read_head(tree) == first
+    assert freshness.head_moved(vault.root, second) is None
+    assert freshness.head_moved(vault.root, first) == second
+
+
+def _odd_vault(vault: Vault) -> bytes:
+    bad = b"caf\xe9.md"
+    (vault.root / os.fsdecode(bad)).write_bytes(b"# Cafe\n\nnot utf-8 name\n")
+    vault.write("line\nbreak.md", "# Newline\n\na name with a newline\n")
+    vault.write("ctrl\x1b[31m.md", "# Escape\n\na name with an escape sequence\n")
+    vault.write("ok.md", "# OK\n\na plain note\n")
+    vault.commit()
+    return bad
+
+
+def test_a_name_that_is_not_utf8_is_skipped_and_the_rest_keeps_indexing(conn, vault) -> None:
+    _odd_vault(vault)
+    vault.register()
+    result = index(vault.root)
+    notes = [n[0] for n in snapshot(conn, vault.root)["notes"]]
+    assert sorted(notes) == sorted(["line\nbreak.md", "ctrl\x1b[31m.md", "ok.md"])
+    assert result.skip_reasons == {
+        "caf\\xe9.md": "file name is not valid UTF-8 (caf\\xe9.md): rename it to index it"
+    }
+    report = verify(load_settings(vault.root), vault.root, deep=True)
+    assert not report.drift
+    assert [s["path"] for s in report.skipped] == ["caf\\xe9.md"]
+    for args in (
+        ["status"],
+        ["status", "--json"],
+        ["verify", "--vault", str(vault.root)],
+        ["verify", "--json", "--vault", str(vault.root)],
+        ["ingest", "--vault", str(vault.root)],
+        ["rebuild", "--vault", str(vault.root)],
+        ["rebuild", "--json", "--vault", str(vault.root)],
+    ):
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 0, (args, r.output)
+        assert r.exception is None
+        assert "Traceback" not in r.output
+
+
+def test_a_rename_of_a_name_that_is_not_utf8_is_handled(conn, vault) -> None:
+    bad = _odd_vault(vault)
+    vault.register()
+    index(vault.root)
+    os.rename(vault.root / os.fsdecode(bad), vault.root / "cafe.md")
+    vault.commit()
+    index(vault.root)
+    (vault.root / "cafe.md").rename(vault.root / os.fsdecode(b"caf\xe9-2.md"))
+    vault.commit()
+    index(vault.root)
+    notes = {n[0] for n in snapshot(conn, vault.root)["notes"]}
+    assert "cafe.md" not in notes and "ok.md" in notes
+
+
+def _object_file(root: Path, sha: str) -> Path:
+    return root / ".git" / "objects" / sha[:2] / sha[2:]
+
+
+def test_a_missing_attachment_blob_does_not_stop_the_catch_up(conn, vault) -> None:
+    vault.write("video.mp4", os.urandom(4096))
+    vault.write("a.md", "# A\n\nfirst\n")
+    vault.commit()
+    vault.register()
+    index(vault.root)
+    old_video = vault.git("rev-parse", "HEAD:video.mp4").strip()
+    # a rename with an edit: rename detection over all files would have to read the old blob
+    (vault.root / "video.mp4").unlink()
+    vault.write("clips/video-v2.mp4", os.urandom(4096))
+    vault.write("b.md", "# B\n\nsecond\n")
+    vault.commit()
+    _object_file(vault.root, old_video).unlink()  # as in a partial clone or a damaged pack
+    result = index(vault.root)
+    assert result.mode == "incremental" and result.errors == []
+    assert watermark(conn, vault.root) == vault.head()
+    assert {n[0] for n in snapshot(conn, vault.root)["notes"]} == {"a.md", "b.md"}
+
+
+def test_a_note_whose_blob_is_missing_is_skipped_and_retried(conn, vault, tmp_path) -> None:
+    vault.write("a.md", "# A\n\nfirst\n")
+    vault.commit()
+    vault.register()
+    index(vault.root)
+    vault.write("b.md", "# B\n\nthe blob of this note goes missing\n")
+    vault.commit()
+    blob = vault.git("rev-parse", "HEAD:b.md").strip()
+    kept = tmp_path / "kept-object"
+    shutil.move(_object_file(vault.root, blob), kept)
+    result = index(vault.root)
+    assert result.skip_reasons == {"b.md": "content not readable from the repository"}
+    assert watermark(conn, vault.root) == vault.head()
+    skipped = snapshot(conn, vault.root)["skipped"]
+    assert skipped == [("b.md", blob, "content not readable from the repository")]
+    shutil.move(kept, _object_file(vault.root, blob))  # the object is back (fetched, repaired)
+    result = index(vault.root)  # no new commit: the next run retries it anyway
+    assert result.added == 1
+    assert {n[0] for n in snapshot(conn, vault.root)["notes"]} == {"a.md", "b.md"}
+    assert snapshot(conn, vault.root)["skipped"] == []
+
+
+def test_diffs_limit_rename_detection_to_note_files(vault) -> None:
+    vault.write("a.md", "# A\n\nsome text that stays the same\n")
+    vault.write("pic.png", b"\x89PNG" + os.urandom(64))
+    old = vault.commit()
+    vault.rename("a.md", "notes/a.md")
+    vault.rename("pic.png", "img/pic.png")
+    new = vault.commit()
+    changes = gitdiff.diff_commits(vault.root, old, new, note_extensions=(".md",))
+    kinds = sorted((c.status, c.path, c.old_path) for c in changes)
+    assert kinds == [
+        ("A", "img/pic.png", None),
+        ("D", "pic.png", None),
+        ("R", "notes/a.md", "a.md"),
+    ]
+
+
+@pytest.mark.parametrize("ext", [".MD", ".Markdown"])
+def test_note_extensions_match_in_any_case(vault, ext) -> None:
+    old = vault.commit("empty")
+    vault.write(f"x{ext}", "# X\n")
+    new = vault.commit()
+    changes = gitdiff.diff_commits(vault.root, old, new, note_extensions=(".md", ".markdown"))
+    assert [c.path for c in changes] == [f"x{ext}"]

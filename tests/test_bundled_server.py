@@ -98,3 +98,30 @@ def test_a_sigkilled_owner_does_not_leave_an_unstoppable_server(home: Path) -> N
         time.sleep(0.1)
     assert not _alive(pid)
     assert json.loads((server.pgdata_dir(home) / ".handle_pids.json").read_text()) == []
+
+
+def test_commands_that_only_read_never_start_a_stopped_server(home: Path, monkeypatch) -> None:
+    monkeypatch.setenv("VAULTMEM_HOME", str(home))
+    runner = CliRunner()
+    assert runner.invoke(cli, ["db", "start"]).exit_code == 0
+    assert runner.invoke(cli, ["db", "stop"]).exit_code == 0
+    for args in (["status"], ["status", "--json"], ["query", "anything"], ["vaults", "list"]):
+        result = runner.invoke(cli, args)
+        assert not server.status(home).running, args
+        if args[0] != "vaults":
+            assert result.exit_code in (2, 4), (args, result.output)
+    result = runner.invoke(cli, ["status"])
+    assert result.exit_code == 4
+    assert "not running" in result.output and "vaultmem db start" in result.output
+
+
+def test_the_server_is_tuned_for_a_small_wal(home: Path) -> None:
+    url = server.start(home)
+    with psycopg.connect(url) as c:
+        settings = dict(
+            c.execute(
+                "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)",
+                (list(server.SERVER_SETTINGS),),
+            ).fetchall()
+        )
+    assert settings == {"max_wal_size": "64", "min_wal_size": "32", "wal_compression": "pglz"}

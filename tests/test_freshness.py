@@ -221,3 +221,67 @@ def test_note_extensions_match_in_any_case(vault, ext) -> None:
     new = vault.commit()
     changes = gitdiff.diff_commits(vault.root, old, new, note_extensions=(".md", ".markdown"))
     assert [c.path for c in changes] == [f"x{ext}"]
+
+
+def _vaultmem_piped(args: str, cwd: Path) -> tuple[int, str]:
+    """`vaultmem ARGS | head -1` in a shell: vaultmem's own exit status and its stderr."""
+    script = (
+        f'{sys.executable} -m vaultmem {args} 2>err | head -1 >/dev/null; echo "${{PIPESTATUS[0]}}"'
+    )
+    out = subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, text=True)
+    return int(out.stdout.strip()), (cwd / "err").read_text()
+
+
+def test_a_closed_pipe_ends_quietly_with_the_commands_own_status(conn, vault, tmp_path) -> None:
+    for i in range(40):
+        vault.write(f"n{i}.md", f"# N{i}\n")
+    vault.write("bin.md", b"\0")
+    vault.commit()
+    vault.register()
+    index(vault.root)
+    code, err = _vaultmem_piped("status", tmp_path)
+    assert code == 0 and err == ""
+    vault.write("late.md", "# Late\n")
+    vault.commit()  # drift: not indexed yet
+    code, err = _vaultmem_piped(f"verify --vault {vault.root}", tmp_path)
+    assert code == 8 and "Broken pipe" not in err and "Error" not in err
+
+
+def test_status_shows_a_running_drainers_rate_progress_and_time_left(conn, vault) -> None:
+    from vaultmem import ingest
+
+    vault.write("a.md", "# A\n\nalpha\n")
+    vault.commit()
+    vault.register()
+    index(vault.root, embed=False)
+    tracker = ingest.ProgressFile(ingest.state_files(vault.root))
+    tracker.update(done=100, total=400, rate=2.5, final=False)
+    r = CliRunner().invoke(cli, ["status"])
+    assert r.exit_code == 0, r.output
+    assert f"embedding now (pid {os.getpid()}): 100 of 400 done, 2.5 chunks/s" in r.output
+    data = json.loads(CliRunner().invoke(cli, ["status", "--json"]).output)
+    assert data["vaults"][0]["embedding_progress"]["done"] == 100
+    tracker.finish()
+    r = CliRunner().invoke(cli, ["status"])
+    assert "no drainer is running: `vaultmem ingest`" in r.output
+
+
+def test_init_indexes_text_then_leaves_vectors_to_a_background_drainer(conn, vault) -> None:
+    for i in range(30):
+        vault.write(f"n{i}.md", f"# Note {i}\n\nbody text number {i}\n")
+    vault.commit()
+    r = CliRunner().invoke(cli, ["init", "--vault", str(vault.root), "--no-hooks"])
+    assert r.exit_code == 0, r.output
+    assert "chunks to embed in the background" in r.output and "chunks/s" in r.output
+    v = db.find_vault(conn, vault.root)
+    assert v is not None
+
+    def backlog() -> int:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM memory_primary WHERE vault_id = %s AND embedding IS NULL",
+            (v.id,),
+        ).fetchone()
+        conn.commit()
+        return int(row["n"])
+
+    assert wait_for(lambda: backlog() == 0), (vault.root / ".git/vaultmem/ingest.log").read_text()

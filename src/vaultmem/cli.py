@@ -1113,7 +1113,9 @@ def query_cmd(
 
     entry = _reading_vault(vault)
     if entry is None:
-        raise VaultmemError(NO_VAULT_HINT)
+        from .errors import ConfigError
+
+        raise ConfigError(NO_VAULT_HINT)
     root = entry.path
     settings = load_settings(root)
     with db.connect(settings) as conn:

@@ -965,7 +965,7 @@ def _secret_samples(b: _Builder) -> None:
             "path",
             lang,
             "path",
-            _wrap(rng, lang, f"login: alice / {rng.choice(WORDS)}"),
+            _wrap(rng, lang, f"login: alice / {password(rng)}"),
             [],
             path=f"ops/{name}",
         )

@@ -197,7 +197,7 @@ def _secret_templates(rng: random.Random) -> list[tuple[str, str, str, str]]:
     for kind, line in tokens:
         secret = (
             line.split("=", 1)[1]
-            if "=" in line and not line.startswith("{")
+            if "=" in line.split(": ", 1)[0] and not line.startswith("{")
             else line.split(": ", 1)[-1]
         )
         if kind == "docker-auth":

@@ -41,6 +41,14 @@ def _path(path: str) -> str:
     return clean(path, newlines=False)
 
 
+def _audit_path(path: str) -> str:
+    """A quarantined path for people: a token written into the name is masked (`--json` keeps
+    the real path, for scripts to act on)."""
+    from .sensitive import mask_path_tokens
+
+    return _path(mask_path_tokens(path))
+
+
 class VaultmemGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -620,12 +628,12 @@ def audit_list(vault: str | None, as_json: bool) -> None:
     for q in quarantined:
         lines = ", ".join(str(n) for n in q.line_numbers if n) or "-"
         extra = " (an earlier version was allowed, edited since)" * q.allowed_earlier_version
-        _echo(f"  {_path(q.path)}  [{q.risk}] {', '.join(q.rule_ids)}; lines {lines}{extra}")
+        _echo(f"  {_audit_path(q.path)}  [{q.risk}] {', '.join(q.rule_ids)}; lines {lines}{extra}")
     if allowed:
         _echo(f"{len(allowed)} allowed after review:")
         for a in allowed:
             when = f"{a.allowed_at:%Y-%m-%d %H:%M}"
-            _echo(f"  {_path(a.path)}  ({a.state}; allowed {when})")
+            _echo(f"  {_audit_path(a.path)}  ({a.state}; allowed {when})")
     if quarantined:
         _echo("why: `vaultmem audit show PATH`; a false positive: `vaultmem audit allow PATH`")
 
@@ -653,7 +661,7 @@ def audit_show(path: str, vault: str | None, as_json: bool) -> None:
     if detail.allowed_blob_sha:
         allowed = f"; an earlier version was allowed {detail.allowed_at:%Y-%m-%d %H:%M}"
     _echo(
-        f"{_path(detail.path)}: {detail.risk}, quarantined since "
+        f"{_audit_path(detail.path)}: {detail.risk}, quarantined since "
         f"{detail.first_seen_at:%Y-%m-%d %H:%M} (blob {detail.blob_sha[:12]}){allowed}"
     )
     for f in detail.findings:
@@ -661,7 +669,7 @@ def audit_show(path: str, vault: str | None, as_json: bool) -> None:
         _echo(f"  {where:<10} {f.rule_id} ({f.category})  {f.masked}".rstrip())
     if detail.notice:
         _echo(f"note: {detail.notice}")
-    _echo(f"if this is a false positive: vaultmem audit allow {_path(detail.path)}")
+    _echo(f"if this is a false positive: vaultmem audit allow {_audit_path(detail.path)}")
 
 
 @audit_group.command(name="allow")
@@ -713,14 +721,16 @@ def audit_allow(
             return
         _echo(f"allowed {len(outcome.allowed)} files quarantined only by {clean(rule or '')}")
         for d in outcome.allowed:
-            _echo(f"  {clean(d.path)} at blob {str(d.blob_sha)[:12]}: {d.state}")
+            _echo(f"  {_audit_path(d.path)} at blob {str(d.blob_sha)[:12]}: {d.state}")
         for p, other in sorted(outcome.not_allowed.items()):
-            _echo(f"  not allowed {clean(p)}: also {', '.join(other)}")
+            _echo(f"  not allowed {_audit_path(p)}: also {', '.join(other)}")
         return
     if as_json:
         _print_json(outcome.to_dict())
         return
-    _echo(f"allowed {clean(outcome.path)} at blob {str(outcome.blob_sha)[:12]}: {outcome.state}")
+    _echo(
+        f"allowed {_audit_path(outcome.path)} at blob {str(outcome.blob_sha)[:12]}: {outcome.state}"
+    )
 
 
 @audit_group.command(name="revoke")
@@ -734,7 +744,7 @@ def audit_revoke(path: str, vault: str | None) -> None:
     with db.connect(settings) as conn:
         v = audit.require_vault(conn, root)
         decision = audit.revoke(conn, v, rel, root, settings=settings)
-    _echo(f"revoked the review of {_path(decision.path)}: {decision.state}")
+    _echo(f"revoked the review of {_audit_path(decision.path)}: {decision.state}")
 
 
 # --- init and status -------------------------------------------------------------------------

@@ -1331,6 +1331,16 @@ HIGH_CONFIDENCE_RULES = frozenset(
 )
 
 
+def mask_path_tokens(path: str) -> str:
+    """`ops/ghp_….md` with the token masked: a path as `audit list` may print it."""
+    note = _Note(path)
+    hits = [h for rule in (_token_hits, _plugin_hits) for h in rule(note)]
+    for hit in sorted(hits, key=lambda h: -h.start):
+        if hit.rule_id in HIGH_CONFIDENCE_RULES:
+            path = path[: hit.start] + mask(hit.value) + path[hit.end :]
+    return path
+
+
 def path_token_findings(path: str) -> list[Finding]:
     """A vendor token written into a file or folder name (`ops/ghp_….md`)."""
     note = _Note(path.replace("/", " / "))

@@ -96,7 +96,7 @@ CREATE TABLE IF NOT EXISTS memory_lexical_stats (
 CREATE TABLE IF NOT EXISTS memory_lexicon (
     vault_id    integer NOT NULL REFERENCES vaults(id) ON DELETE CASCADE,
     lexeme      text NOT NULL,
-    df          integer NOT NULL,  -- chunks of the vault containing the lexeme (0 rows kept)
+    df          integer NOT NULL,  -- chunks of the vault containing the lexeme (always > 0)
     PRIMARY KEY (vault_id, lexeme)
 );
 
@@ -126,6 +126,13 @@ BEGIN
               FROM old_rows r CROSS JOIN LATERAL unnest(tsvector_to_array(r.lexemes)) AS u(lexeme)
               GROUP BY 1, 2) AS d
         WHERE l.vault_id = d.vault_id AND l.lexeme = d.lexeme;
+    -- A lexeme no chunk holds any more is removed, not kept at df = 0: it may be the last trace
+    -- of a secret that was deleted or quarantined.
+    DELETE FROM memory_lexicon AS l
+        USING (SELECT DISTINCT r.vault_id, u.lexeme
+               FROM old_rows r CROSS JOIN LATERAL unnest(tsvector_to_array(r.lexemes)) AS u(lexeme))
+              AS d
+        WHERE l.vault_id = d.vault_id AND l.lexeme = d.lexeme AND l.df <= 0;
     RETURN NULL;
 END $$;
 
@@ -137,6 +144,8 @@ BEGIN
         SET chunks = chunks - 1, tokens = tokens - OLD.n_tokens WHERE vault_id = OLD.vault_id;
     UPDATE memory_lexicon SET df = df - 1
         WHERE vault_id = OLD.vault_id AND lexeme = ANY (tsvector_to_array(OLD.lexemes));
+    DELETE FROM memory_lexicon
+        WHERE vault_id = OLD.vault_id AND lexeme = ANY (tsvector_to_array(OLD.lexemes)) AND df <= 0;
     INSERT INTO memory_lexical_stats AS s (vault_id, chunks, tokens)
         VALUES (NEW.vault_id, 1, NEW.n_tokens)
         ON CONFLICT (vault_id) DO UPDATE SET chunks = s.chunks + 1, tokens = s.tokens + NEW.n_tokens;
@@ -160,6 +169,8 @@ CREATE OR REPLACE TRIGGER memory_primary_lexical_changed
 -- by vaultmem when a model is first used, because the dimension is only known then.
 
 -- Embeddings by content, so a rename, a revert or an unchanged chunk never costs a new call.
+-- Rows no chunk refers to are pruned by `vaultmem rebuild` and `vaultmem gc`, and at once when
+-- a note is quarantined (its old vectors are of text now known to be sensitive).
 CREATE TABLE IF NOT EXISTS embedding_cache (
     model_id      text NOT NULL,
     content_hash  text NOT NULL,

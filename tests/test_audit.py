@@ -127,7 +127,7 @@ def test_allow_indexes_at_once_and_an_edit_is_scanned_again(conn, vault) -> None
     v = vault_of(conn, vault.root)
     blob = vault.git("rev-parse", "HEAD:deploy.md").strip()
 
-    decision = audit.allow(conn, v, "deploy.md", vault.root)
+    decision = audit.allow(conn, v, "deploy.md", vault.root, yes=True)
     assert (decision.state, decision.blob_sha) == ("indexed", blob)
     assert where(conn, vault.root, "deploy.md") == {"notes", "primary"}
     embedded = conn.execute(
@@ -165,7 +165,7 @@ def test_allow_first_catches_the_index_up_with_head(conn, vault) -> None:
     index(vault.root)
     vault.write("deploy.md", WITH_KEY)
     vault.commit("not indexed yet")
-    decision = audit.allow(conn, vault_of(conn, vault.root), "deploy.md")
+    decision = audit.allow(conn, vault_of(conn, vault.root), "deploy.md", yes=True)
     assert decision.state == "indexed"
     assert where(conn, vault.root, "deploy.md") == {"notes", "primary"}
     assert no_drift(vault.root)
@@ -191,7 +191,7 @@ def test_revoke_quarantines_again_at_once(conn, vault) -> None:
     vault.commit()
     index(vault.root)
     v = vault_of(conn, vault.root)
-    audit.allow(conn, v, "deploy.md")
+    audit.allow(conn, v, "deploy.md", yes=True)
     decision = audit.revoke(conn, v, "deploy.md")
     assert decision.state == "quarantined"
     assert where(conn, vault.root, "deploy.md") == {"audit"}
@@ -207,7 +207,7 @@ def test_allow_survives_rebuild_and_rename(conn, vault) -> None:
     vault.commit()
     index(vault.root)
     v = vault_of(conn, vault.root)
-    audit.allow(conn, v, "deploy.md")
+    audit.allow(conn, v, "deploy.md", yes=True)
 
     ingest.rebuild(load_settings(vault.root), vault.root)
     assert where(conn, vault.root, "deploy.md") == {"notes", "primary"}
@@ -227,7 +227,7 @@ def test_allow_a_secret_file_that_is_not_a_note_keeps_it_out_of_search(conn, vau
     vault.commit()
     index(vault.root)
     assert where(conn, vault.root, ".env") == {"audit"}
-    decision = audit.allow(conn, vault_of(conn, vault.root), ".env")
+    decision = audit.allow(conn, vault_of(conn, vault.root), ".env", yes=True)
     assert decision.state == "skipped"  # reviewed, but still not a note
     assert where(conn, vault.root, ".env") == {"skipped"}
     assert no_drift(vault.root)

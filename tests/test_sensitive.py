@@ -167,8 +167,30 @@ def test_high_entropy_needs_an_assignment_and_skips_hashes() -> None:
     ]
     assert secret_findings("n.md", f"the build {token} passed") == []
     sha = "".join(rng.choice("0123456789abcdef") for _ in range(40))
-    assert secret_findings("n.md", f"access_token: {sha}") == []
+    assert secret_findings("n.md", f"commit_sha: {sha}") == []
+    assert secret_findings("n.md", f"release_key: {sha}") == []
     assert secret_findings("n.md", "token: 123e4567-e89b-12d3-a456-426614174000") == []
+    # Under the name of a credential, hex and UUIDs are keys too (Twilio, Datadog, Heroku).
+    assert secret_findings("n.md", f"TWILIO_AUTH_TOKEN={sha[:32]}")
+    assert secret_findings("n.md", "HEROKU_API_KEY=9d3f2a1c-5b7e-4c8d-a1f0-3e6b9c2d7f14")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "ADMIN_API_KEY",
+        "STORAGE_ACCOUNT_KEY",
+        "SECURITY_TOKEN",
+        "SHARED_SECRET",
+        "TYPESENSE_API_KEY",
+        "ALGOLIA_ADMIN_KEY",
+        "PROFILE_SECRET",
+    ],
+)
+def test_exclusion_words_match_whole_words_only(key: str) -> None:
+    rng = random.Random(4)
+    value = "".join(rng.choice("abcdefghijkLMNOPQRS0123456789") for _ in range(40))
+    assert len(secret_findings("n.md", f"{key}={value}")) == 1
 
 
 def test_one_secret_one_finding() -> None:
@@ -200,11 +222,13 @@ def test_mask_shows_at_most_a_quarter() -> None:
         (".netrc", "secret-filename"),
         (".pgpass", "secret-filename"),
         ("home/.ssh/config.md", "secret-folder"),
-        ("Work/My Passwords.md", "sensitive-filename"),
-        ("Work/db_PASSWORD_2024.md", "sensitive-filename"),
-        ("生活/银行卡密码.md", "sensitive-filename"),
-        ("生活/網銀密碼.md", "sensitive-filename"),
-        ("keys/private_key notes.md", "sensitive-filename"),
+        ("secrets/bank.md", "secret-folder"),
+        ("私密/银行.md", "secret-folder"),
+        ("ops/env.local.md", "secret-filename"),
+        ("ops/.env.production.md", "secret-filename"),
+        ("ops/credentials-prod.md", "secret-filename"),
+        ("netrc.md", "secret-filename"),
+        ("ops/ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bD1fH3jL5.md", "token-in-path"),
     ],
 )
 def test_path_rules(path: str, rule_id: str) -> None:
@@ -215,10 +239,38 @@ def test_path_rules(path: str, rule_id: str) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["notes/env-setup.md", "Secretary notes.md", "notes/keyboard.md", "pemberton.md", "a/b.md"],
+    [
+        "notes/env-setup.md",
+        "pages/env.md",
+        "Secretary notes.md",
+        "notes/keyboard.md",
+        "pemberton.md",
+        "a/b.md",
+        # Notes about passwords and cryptography: a keyword in the name is not a secret.
+        "Work/My Passwords.md",
+        "密码学笔记.md",
+        "password-manager-comparison.md",
+        "secret-santa-2025.md",
+        "private-key-infrastructure.md",
+        "passwd.md",
+        "htpasswd.md",
+        "パスワード管理.md",
+        "비밀번호-정책.md",
+    ],
 )
 def test_ordinary_names_are_not_sensitive(path: str) -> None:
-    assert POLICY.scan(path, "", {}, ()) == []
+    assert POLICY.scan(path, "Notes on the topic: AES-256, RSA-2048, 1Password.", {}, ()) == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["Work/My Passwords.md", "生活/银行卡密码.md", "生活/網銀密碼.md", "keys/private_key notes.md"],
+)
+def test_a_keyword_in_the_name_makes_the_scan_strict(path: str) -> None:
+    pw = _pw()
+    text = f"# Accounts\n\ngmail: {pw}\n"
+    assert secret_findings("notes.md", text) == []
+    assert [f.rule_id for f in secret_findings(path, text)] == ["password-in-sensitive-note"]
 
 
 def test_name_keywords_come_from_settings(tmp_path: Path) -> None:
@@ -227,8 +279,11 @@ def test_name_keywords_come_from_settings(tmp_path: Path) -> None:
         environ={"VAULTMEM_SENSITIVE_KEYWORDS": "salary", "VAULTMEM_PRIVATE_TAGS": "diary"},
     )
     policy = SensitivePolicy.from_settings(settings)
-    assert [f.rule_id for f in policy.scan("Salary-2024.md", "", {}, ())] == ["sensitive-filename"]
-    assert policy.scan("passwords.md", "", {}, ()) == []
+    text = f"bank: {_pw()}\n"
+    assert [f.rule_id for f in policy.scan("Salary-2024.md", text, {}, ())] == [
+        "password-in-sensitive-note"
+    ]
+    assert policy.scan("passwords.md", text, {}, ()) == []
     assert [f.rule_id for f in policy.scan("a.md", "", {}, ["#Diary"])] == ["private-tag"]
 
 

@@ -239,3 +239,18 @@ def test_ingest_verify_and_audit_agree_with_triage_on_every_kind_of_file(
     assert seen == {Index, Quarantine, Skip, Ignore}
     assert {known[p].kind for p in ("notes/link.md", "vendor", "notes/bin.md")} == {"skipped"}
     assert not verify(settings, vault.root, deep=True).drift
+
+
+def test_malformed_front_matter_with_a_privacy_marker_is_quarantined() -> None:
+    from vaultmem.triage import Quarantine, Rules, triage
+
+    for text in (
+        "---\ntitle: Diary: day one: rain\nprivate: true\n\ttags: [x]\n---\n\nMet Dr. Okafor.\n",
+        '---\ntitle: "unclosed\ntags: [private, health]\n---\n\nBlood test results.\n',
+        "---\ntitle: a: b: c\ntags:\n  - work\n  - private\n---\n\nBody.\n",
+    ):
+        outcome = triage("diary.md", "100644", text.encode(), Rules())
+        assert isinstance(outcome, Quarantine), text
+        assert [f.rule_id for f in outcome.findings] == ["malformed-front-matter-private"]
+    fine = "---\ntitle: a: b: c\nprivate: false\n---\n\nBody.\n"
+    assert not isinstance(triage("n.md", "100644", fine.encode(), Rules()), Quarantine)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
+import string
 import subprocess
 import sys
 import threading
@@ -199,7 +201,12 @@ def test_status_says_which_vault_env_settings_were_ignored(notes):
 
 
 def test_a_quarantined_memory_file_is_never_injected(notes, home):
-    key = "sk-ant-api03-" + "k3Y" * 30 + "AA"
+    rng = random.Random(13)
+    key = (
+        "sk-ant-api03-"
+        + "".join(rng.choice(string.ascii_letters + string.digits + "-_") for _ in range(93))
+        + "AA"
+    )
     notes.write("MEMORY.md", f"- Answer in French.\n- my key: {key}\n")
     notes.commit()
     index(notes.root)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,9 @@ import psycopg
 from . import db, gitdiff, ingest, store
 from .config import Settings, load_settings
 from .embed import Embedder
-from .errors import AuditPathError, GitError, VaultmemError
+from .errors import AuditPathError, ConfirmationRequired, GitError, VaultmemError
 from .findings import Finding
+from .sensitive import HIGH_CONFIDENCE_RULES
 from .triage import Quarantine, Rules, triage
 
 Conn = psycopg.Connection[Any]  # opened with dict rows (db.connect)
@@ -181,7 +183,7 @@ def list_allowed(conn: Conn, vault_id: int) -> list[AllowedFile]:
 def _quarantined_row(conn: Conn, vault: db.Vault, path: str) -> dict[str, Any]:
     row = conn.execute(
         """
-        SELECT a.path, a.risk, a.blob_sha, a.findings, a.first_seen_at, a.updated_at,
+        SELECT a.path, a.risk, a.blob_sha, a.findings, a.rule_ids, a.first_seen_at, a.updated_at,
                w.blob_sha AS allowed_blob_sha, w.allowed_at
           FROM memory_secure_audit a
           LEFT JOIN audit_allow w ON w.vault_id = a.vault_id AND w.path = a.path
@@ -274,15 +276,32 @@ def _decide(
     settings: Settings | None,
     embedder: Embedder | None,
     embed: bool,
+    yes: bool = True,
 ) -> Decision:
-    """Record or drop a decision and re-decide `path` at HEAD, under the vault's writer lock.
+    return _decide_many(conn, vault, [path], action, root, settings, embedder, embed, yes)[0]
 
-    The index is first brought to HEAD (the same pass the git hooks run), so the decision is
-    checked against, and bound to, what HEAD holds rather than a stale index."""
+
+def _decide_many(
+    conn: Conn,
+    vault: db.Vault,
+    paths: list[str],
+    action: str,
+    root: Path | None,
+    settings: Settings | None,
+    embedder: Embedder | None,
+    embed: bool,
+    yes: bool = True,
+) -> list[Decision]:
+    """Record or drop decisions and re-decide each path at HEAD, under the vault's writer lock.
+
+    The index is first brought to HEAD (the same pass the git hooks run), so a decision is
+    checked against, and bound to, what HEAD holds rather than a stale index. An allowance of a
+    file whose findings include a credential beyond doubt needs `yes` (ConfirmationRequired)."""
     root = Path(root) if root is not None else vault.root
     settings = settings or load_settings(root)
     files = ingest.state_files(root)
     result = ingest.IngestResult(mode=ingest.RunMode.REVIEW)
+    decisions: list[Decision] = []
     with ingest.writer(files, wait=True) as w:
         assert w is not None  # a waiting writer always gets the lock
         conn.commit()  # the passes below manage their own transactions
@@ -292,21 +311,39 @@ def _decide(
         result.mode = ingest.RunMode.REVIEW
         head = result.to_commit
         tree = gitdiff.ls_tree(root, head) if head else {}
+        if action == "allowed" and not yes:
+            strong = sorted(
+                {r for p in paths for r in _quarantined_row(conn, vault, p)["rule_ids"]}
+                & HIGH_CONFIDENCE_RULES
+            )
+            conn.commit()
+            if strong:
+                raise ConfirmationRequired(
+                    f"{', '.join(paths) if len(paths) < 4 else f'{len(paths)} files'} hold "
+                    f"what looks like a real credential ({', '.join(strong)}): indexing makes it "
+                    "searchable and sends it to the embedding provider; confirm, or pass --yes",
+                    tuple(strong),
+                )
+        bound: dict[str, str] = {}
         with conn.transaction():
-            if action == "allowed":
-                bound = _record_allow(conn, vault, path, tree)
-            else:
-                bound = _drop_allow(conn, vault, path)
-            if head:
-                ing.redecide(path, head, result)
+            for path in paths:
+                if action == "allowed":
+                    bound[path] = _record_allow(conn, vault, path, tree)
+                else:
+                    bound[path] = _drop_allow(conn, vault, path)
+                if head:
+                    ing.redecide(path, head, result)
         if embed:
             ing.drain_backlog(result)
-        state = _state(conn, vault.id, path)
+        for path in paths:
+            decisions.append(
+                Decision(action, path, bound[path], _state(conn, vault.id, path), result)
+            )
         conn.commit()
     if files.pending.exists():
         # A commit landed while we held the lock; its trigger handed the work to us.
         ingest.catch_up(settings, root, embed=embed, embedder=embedder)
-    return Decision(action, path, bound, state, result)
+    return decisions
 
 
 def _record_allow(conn: Conn, vault: db.Vault, path: str, tree: dict[str, tuple[str, str]]) -> str:
@@ -353,12 +390,60 @@ def allow(
     settings: Settings | None = None,
     embedder: Embedder | None = None,
     embed: bool = True,
+    yes: bool = False,
 ) -> Decision:
     """Mark a quarantined file a reviewed false positive and index it now.
 
     Bound to the file's blob at HEAD, so any later edit is scanned (and quarantined) again.
-    Refuses (AuditPathError) if the path is not quarantined or not committed at HEAD."""
-    return _decide(conn, vault, path, "allowed", root, settings, embedder, embed)
+    Refuses (AuditPathError) if the path is not quarantined or not committed at HEAD, and asks
+    (ConfirmationRequired) unless `yes` when a finding is a credential beyond doubt (a private
+    key, a vendor token)."""
+    return _decide(conn, vault, path, "allowed", root, settings, embedder, embed, yes)
+
+
+@dataclass(frozen=True)
+class BulkAllow:
+    """`audit allow --rule`: the files allowed, and those the rule alone does not explain."""
+
+    rule: str
+    allowed: list[Decision]
+    not_allowed: dict[str, list[str]]  # path -> its other rules
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "allowed": [d.to_dict() for d in self.allowed],
+            "not_allowed": self.not_allowed,
+        }
+
+
+def allow_rule(
+    conn: Conn,
+    vault: db.Vault,
+    rule: str,
+    pattern: str = "*",
+    root: Path | None = None,
+    *,
+    settings: Settings | None = None,
+    embedder: Embedder | None = None,
+    embed: bool = True,
+    yes: bool = False,
+) -> BulkAllow:
+    """Allow every quarantined file under `pattern` (a glob on the vault path) whose findings
+    all come from `rule`: a reviewed false-positive rule, in bulk. Each allowance is bound to
+    that file's blob, as `allow` binds one; a file that also hits another rule is left alone."""
+    quarantined = [q for q in list_quarantined(conn, vault.id) if fnmatchcase(q.path, pattern)]
+    hit = [q for q in quarantined if rule in q.rule_ids]
+    paths = [q.path for q in hit if set(q.rule_ids) == {rule} and not q.allowed]
+    others = {
+        q.path: [r for r in q.rule_ids if r != rule] for q in hit if set(q.rule_ids) != {rule}
+    }
+    decisions = (
+        _decide_many(conn, vault, paths, "allowed", root, settings, embedder, embed, yes)
+        if paths
+        else []
+    )
+    return BulkAllow(rule, decisions, others)
 
 
 def revoke(

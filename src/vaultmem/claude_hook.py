@@ -51,6 +51,9 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
 
     out = run_bounded(build, timeout)
     if out:
+        from .terminal import clean
+
+        out = clean(out)  # Claude Code shows the context too: no escape sequence runs there
         sys.stdout.buffer.write(out.encode("utf-8") + b"\n")
     sys.stdout.flush()
     os._exit(0)  # a timed-out worker may still hold a socket or an import: do not wait for it

@@ -16,10 +16,36 @@ import click
 
 from . import __version__
 from .config import Settings, load_settings
+from .dburl import redact_url
 from .errors import VaultmemError
+from .terminal import clean, json_safe
 
 if TYPE_CHECKING:
     from .verify import VaultStatus
+
+
+def _echo(message: str = "", err: bool = False) -> None:
+    """click.echo for people: what notes and file names hold never reaches the terminal as
+    control characters or escape sequences."""
+    click.echo(clean(message), err=err)
+
+
+def _error(message: str) -> None:
+    """One error line on stderr: clean, and with any database password hidden."""
+    click.echo(clean(redact_url(message)), err=True)
+
+
+def _path(path: str) -> str:
+    """A path for a human-readable line: one line whatever the name holds."""
+    return clean(path, newlines=False)
+
+
+def _audit_path(path: str) -> str:
+    """A quarantined path for people: a token written into the name is masked (`--json` keeps
+    the real path, for scripts to act on)."""
+    from .sensitive import mask_path_tokens
+
+    return _path(mask_path_tokens(path))
 
 
 class VaultmemGroup(click.Group):
@@ -29,21 +55,18 @@ class VaultmemGroup(click.Group):
         try:
             return super().invoke(ctx)
         except VaultmemError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            _error(f"Error: {exc}")
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
-            click.echo(
-                "Interrupted: run the same command again to finish; no work is lost.", err=True
-            )
+            _error("Interrupted: run the same command again to finish; no work is lost.")
             ctx.exit(130)
         except psycopg.OperationalError as exc:
             # The database went away mid-command (restart, crash, network). Every write is
             # transactional, so the next run repairs whatever this one did not finish.
             first = (str(exc).strip().splitlines() or ["connection lost"])[0]
-            click.echo(
+            _error(
                 f"Error: the database connection failed ({first}); check the database "
-                "(`vaultmem db status`) and run the command again: nothing is half-written",
-                err=True,
+                "(`vaultmem db status`) and run the command again: nothing is half-written"
             )
             ctx.exit(4)
         except OSError as exc:
@@ -51,10 +74,8 @@ class VaultmemGroup(click.Group):
             # cause; the command is safe to repeat once it is fixed.
             what = exc.strerror or exc.__class__.__name__
             where = f": {exc.filename}" if exc.filename else ""
-            click.echo(
-                f"Error: {what}{where}; fix that and run the command again: nothing is "
-                "half-written",
-                err=True,
+            _error(
+                f"Error: {what}{where}; fix that and run the command again: nothing is half-written"
             )
             ctx.exit(1)
 
@@ -68,7 +89,8 @@ def _writer_start(settings: Settings) -> bool:
 
 
 def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    # JSON escapes C0 controls itself; json_safe escapes C1 and bidi controls too.
+    click.echo(json_safe(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
 
 
 def _settings(vault: Path | None = None) -> Settings:
@@ -143,10 +165,10 @@ def db_status(as_json: bool) -> None:
         _print_json(data)
         return
     if settings.database_url:
-        click.echo("Using an external database (VAULTMEM_DATABASE_URL); the bundled one is idle.")
+        _echo("Using an external database (VAULTMEM_DATABASE_URL); the bundled one is idle.")
     state = f"running (pid {st.pid})" if st.running else "stopped"
-    click.echo(f"bundled server: {state}")
-    click.echo(f"data directory: {st.pgdata}{'' if st.initialised else ' (not initialised yet)'}")
+    _echo(f"bundled server: {state}")
+    _echo(f"data directory: {st.pgdata}{'' if st.initialised else ' (not initialised yet)'}")
     sys.exit(0 if st.running or settings.database_url else 1)
 
 
@@ -157,7 +179,7 @@ def db_start() -> None:
 
     settings = _settings()
     server.start(settings.home)
-    click.echo(f"bundled server running: {server.running_url(settings.home)}")
+    _echo(f"bundled server running: {server.running_url(settings.home)}")
 
 
 @db_group.command(name="stop")
@@ -167,13 +189,13 @@ def db_stop() -> None:
 
     settings = _settings()
     if server.stop(settings.home):
-        click.echo("bundled server stopped")
+        _echo("bundled server stopped")
     elif server.status(settings.home).running:
         raise VaultmemError(
             f"the bundled server did not stop; see {server.pgdata_dir(settings.home)}/log"
         )
     else:
-        click.echo("bundled server was not running")
+        _echo("bundled server was not running")
 
 
 @db_group.command(name="url")
@@ -183,7 +205,7 @@ def db_url() -> None:
     from .dburl import redact_url
 
     settings = _settings()
-    click.echo(redact_url(db.database_url(settings, start=True)))
+    _echo(redact_url(db.database_url(settings, start=True)))
 
 
 # --- indexing ----------------------------------------------------------------------------------
@@ -239,9 +261,9 @@ def _print_result(result: Any, as_json: bool) -> None:
     span = ""
     if result.to_commit:
         span = f" to {result.to_commit[:12]}"
-    click.echo(f"{result.mode}{span}: {result.summary()}")
+    _echo(f"{result.mode}{span}: {result.summary()}")
     for path, reason in sorted(result.skip_reasons.items()):
-        click.echo(f"  skipped {path!r}: {reason}")
+        _echo(f"  skipped {path!r}: {reason}")
 
 
 @cli.command()
@@ -293,7 +315,7 @@ def ingest(
         if as_json:
             _print_json({"handed_over": True, "message": msg})
         else:
-            click.echo(msg)
+            _echo(msg)
         return
     _print_result(result, as_json)
 
@@ -337,7 +359,7 @@ def _hook_ingest(vault: str | None, config_file: Path | None) -> None:
         if files is not None:
             ingest_mod.log_line(files, f"error: {exc}")
         else:
-            click.echo(f"vaultmem: {exc}", err=True)
+            _error(f"vaultmem: {exc}")
     except Exception as exc:  # a hook must never surface a traceback to git
         if files is not None:
             ingest_mod.log_line(
@@ -368,6 +390,28 @@ def rebuild(vault: str | None, no_embed: bool, as_json: bool) -> None:
 
 
 @cli.command()
+@json_option
+def gc(as_json: bool) -> None:
+    """Delete derived rows nothing refers to: cached vectors of text no note holds any more,
+    search words no chunk holds. Covers every vault of the database; `rebuild` prunes the
+    vectors too."""
+    from . import db, store
+
+    settings = _settings()
+    with db.connect(settings, start=_writer_start(settings)) as conn:
+        db.require_schema(conn)
+        with conn.transaction():
+            removed = store.collect_garbage(conn)
+    if as_json:
+        _print_json(removed)
+    else:
+        _echo(
+            f"removed {removed['embedding_cache']} unused cached vectors and "
+            f"{removed['lexicon']} unused search words"
+        )
+
+
+@cli.command()
 @vault_option
 @click.option("--deep", is_flag=True, help="Also re-parse every note and compare its chunks.")
 @json_option
@@ -385,16 +429,16 @@ def verify(vault: str | None, deep: bool, as_json: bool) -> None:
         _print_json(report.to_dict())
     else:
         behind = report.commits_behind
-        click.echo(
+        _echo(
             f"HEAD {str(report.head)[:12]}, indexed to {str(report.watermark)[:12]}"
             + (f" ({behind} commits behind)" if behind > 0 else "")
             + f"; {report.notes} notes, {report.quarantined} quarantined, "
             f"{len(report.skipped)} skipped, {report.backlog} chunks awaiting embeddings"
         )
         for s in report.skipped:
-            click.echo(f"  skipped {s['path']!r}: {s['reason']}")
+            _echo(f"  skipped {s['path']!r}: {s['reason']}")
         for w in report.warnings:
-            click.echo(f"  indexed with a warning {w['path']!r}: {'; '.join(w['warnings'])}")
+            _echo(f"  indexed with a warning {w['path']!r}: {'; '.join(w['warnings'])}")
         for label, items in (
             ("missing", report.missing),
             ("ghost", report.ghosts),
@@ -403,10 +447,10 @@ def verify(vault: str | None, deep: bool, as_json: bool) -> None:
             ("chunks differ", report.chunk_mismatch),
         ):
             for p in items:
-                click.echo(f"  {label}: {p!r}")
+                _echo(f"  {label}: {p!r}")
         if report.rechunk_due:
-            click.echo(f"  chunks: {_RECHUNK_HINT}")
-        click.echo(
+            _echo(f"  chunks: {_RECHUNK_HINT}")
+        _echo(
             "drift: run `vaultmem ingest` (or `vaultmem rebuild`) to repair"
             if report.drift
             else "no drift"
@@ -509,18 +553,18 @@ def hooks_install(
         from .claude_settings import install_claude_hook
 
         path = install_claude_hook(scope, project_dir)
-        click.echo(f"Claude Code UserPromptSubmit hook registered in {path}")
+        _echo(f"Claude Code UserPromptSubmit hook registered in {path}")
         return
     root = _vault_root(vault)
     entry, _ = _register(root)
-    click.echo(f"vault registered: {entry.name} = {entry.path}")
+    _echo(f"vault registered: {entry.name} = {entry.path}")
     for path in git_hooks.install(root, config=vaults.config_path(), force=force):
         chained = path.with_name(path.name + git_hooks.USER_SUFFIX).exists()
-        click.echo(f"installed {path}" + (" (your own hook runs first)" if chained else ""))
+        _echo(f"installed {path}" + (" (your own hook runs first)" if chained else ""))
     from .freshness import start_catch_up
 
     if start_catch_up(root, vaults.config_path()):
-        click.echo("catching up in the background (`vaultmem status` shows progress)")
+        _echo("catching up in the background (`vaultmem status` shows progress)")
 
 
 @hooks_group.command(name="uninstall")
@@ -540,7 +584,7 @@ def hooks_uninstall(
         from .claude_settings import uninstall_claude_hook
 
         path, removed_hook = uninstall_claude_hook(scope, project_dir)
-        click.echo(
+        _echo(
             f"Claude Code hook removed from {path}"
             if removed_hook
             else f"no vaultmem Claude Code hook in {path}"
@@ -548,7 +592,7 @@ def hooks_uninstall(
         return
     root = _vault_root(vault)
     removed = git_hooks.uninstall(root)
-    click.echo("\n".join(f"removed from {p}" for p in removed) or "no vaultmem hooks installed")
+    _echo("\n".join(f"removed from {p}" for p in removed) or "no vaultmem hooks installed")
 
 
 @hooks_group.command(name="status")
@@ -595,7 +639,7 @@ def hooks_status(
                 state += " (its Python is gone: run `vaultmem hooks install` again)"
             if h.installed and h.other_content:
                 state += " (after your own hook)"
-            click.echo(f"{h.name}: {state}  {h.path}")
+            _echo(f"{h.name}: {state}  {h.path}")
         for c in claude:
             if c.problem:
                 state = f"unreadable: {c.problem}"
@@ -608,7 +652,7 @@ def hooks_status(
                     f"installed but its program is gone ({c.command}): run "
                     f"`vaultmem hooks install --claude --{c.scope}` again"
                 )
-            click.echo(f"claude-code ({c.scope}): {state}  {c.path}")
+            _echo(f"claude-code ({c.scope}): {state}  {c.path}")
     if not all(h.installed for h in items):
         sys.exit(1)
 
@@ -658,20 +702,20 @@ def audit_list(vault: str | None, as_json: bool) -> None:
         )
         return
     if not quarantined:
-        click.echo(f"nothing quarantined in vault {v.name}")
+        _echo(f"nothing quarantined in vault {v.name}")
     else:
-        click.echo(f"{len(quarantined)} quarantined in vault {v.name}:")
+        _echo(f"{len(quarantined)} quarantined in vault {v.name}:")
     for q in quarantined:
         lines = ", ".join(str(n) for n in q.line_numbers if n) or "-"
         extra = " (an earlier version was allowed, edited since)" * q.allowed_earlier_version
-        click.echo(f"  {q.path}  [{q.risk}] {', '.join(q.rule_ids)}; lines {lines}{extra}")
+        _echo(f"  {_audit_path(q.path)}  [{q.risk}] {', '.join(q.rule_ids)}; lines {lines}{extra}")
     if allowed:
-        click.echo(f"{len(allowed)} allowed after review:")
+        _echo(f"{len(allowed)} allowed after review:")
         for a in allowed:
             when = f"{a.allowed_at:%Y-%m-%d %H:%M}"
-            click.echo(f"  {a.path}  ({a.state}; allowed {when})")
+            _echo(f"  {_audit_path(a.path)}  ({a.state}; allowed {when})")
     if quarantined:
-        click.echo("why: `vaultmem audit show PATH`; a false positive: `vaultmem audit allow PATH`")
+        _echo("why: `vaultmem audit show PATH`; a false positive: `vaultmem audit allow PATH`")
 
 
 @audit_group.command(name="show")
@@ -696,35 +740,77 @@ def audit_show(path: str, vault: str | None, as_json: bool) -> None:
     allowed = ""
     if detail.allowed_blob_sha:
         allowed = f"; an earlier version was allowed {detail.allowed_at:%Y-%m-%d %H:%M}"
-    click.echo(
-        f"{detail.path}: {detail.risk}, quarantined since {detail.first_seen_at:%Y-%m-%d %H:%M} "
-        f"(blob {detail.blob_sha[:12]}){allowed}"
+    _echo(
+        f"{_audit_path(detail.path)}: {detail.risk}, quarantined since "
+        f"{detail.first_seen_at:%Y-%m-%d %H:%M} (blob {detail.blob_sha[:12]}){allowed}"
     )
     for f in detail.findings:
         where = f"line {f.line}" if f.line else "file"
-        click.echo(f"  {where:<10} {f.rule_id} ({f.category})  {f.masked}".rstrip())
+        _echo(f"  {where:<10} {f.rule_id} ({f.category})  {f.masked}".rstrip())
     if detail.notice:
-        click.echo(f"note: {detail.notice}")
-    click.echo(f"if this is a false positive: vaultmem audit allow {detail.path}")
+        _echo(f"note: {detail.notice}")
+    _echo(f"if this is a false positive: vaultmem audit allow {_audit_path(detail.path)}")
 
 
 @audit_group.command(name="allow")
-@click.argument("path")
+@click.argument("path", required=False)
+@click.option(
+    "--rule",
+    metavar="RULE",
+    help="Allow every quarantined file (under the glob PATH, default all) whose findings all "
+    "come from RULE: a reviewed false-positive rule, in bulk.",
+)
+@click.option("--yes", is_flag=True, help="Do not ask before allowing a real-looking credential.")
 @vault_option
-def audit_allow(path: str, vault: str | None) -> None:
+@json_option
+def audit_allow(
+    path: str | None, rule: str | None, yes: bool, vault: str | None, as_json: bool
+) -> None:
     """Mark quarantined PATH a reviewed false positive and index it now.
 
     The decision is bound to the file's current version at HEAD: any later edit is scanned
     again (and quarantined if it still hits). It survives `vaultmem rebuild`; undo it with
-    `vaultmem audit revoke PATH`.
+    `vaultmem audit revoke PATH`. A file whose findings include a credential beyond doubt (a
+    private key, a vendor token) is allowed only after you confirm (or with --yes).
     """
     from . import audit, db
+    from .errors import ConfirmationRequired
+    from .terminal import clean
 
-    root, settings, rel = _audit_target(vault, path)
-    with db.connect(settings, start=_writer_start(settings)) as conn:
-        v = audit.require_vault(conn, root)
-        decision = audit.allow(conn, v, rel, root, settings=settings)
-    click.echo(f"allowed {decision.path} at blob {str(decision.blob_sha)[:12]}: {decision.state}")
+    if path is None and rule is None:
+        raise click.UsageError("give a PATH, or --rule RULE (with an optional PATH glob)")
+    root, settings, rel = _audit_target(vault, None if rule else path)
+
+    def run(confirmed: bool) -> Any:
+        with db.connect(settings, start=_writer_start(settings)) as conn:
+            v = audit.require_vault(conn, root)
+            if rule:
+                return audit.allow_rule(
+                    conn, v, rule, path or "*", root, settings=settings, yes=confirmed
+                )
+            return audit.allow(conn, v, rel, root, settings=settings, yes=confirmed)
+
+    try:
+        outcome = run(yes)
+    except ConfirmationRequired as exc:
+        click.confirm(f"{clean(str(exc))}. Index it anyway?", abort=True, err=True)
+        outcome = run(True)
+    if isinstance(outcome, audit.BulkAllow):
+        if as_json:
+            _print_json(outcome.to_dict())
+            return
+        _echo(f"allowed {len(outcome.allowed)} files quarantined only by {clean(rule or '')}")
+        for d in outcome.allowed:
+            _echo(f"  {_audit_path(d.path)} at blob {str(d.blob_sha)[:12]}: {d.state}")
+        for p, other in sorted(outcome.not_allowed.items()):
+            _echo(f"  not allowed {_audit_path(p)}: also {', '.join(other)}")
+        return
+    if as_json:
+        _print_json(outcome.to_dict())
+        return
+    _echo(
+        f"allowed {_audit_path(outcome.path)} at blob {str(outcome.blob_sha)[:12]}: {outcome.state}"
+    )
 
 
 @audit_group.command(name="revoke")
@@ -738,7 +824,7 @@ def audit_revoke(path: str, vault: str | None) -> None:
     with db.connect(settings, start=_writer_start(settings)) as conn:
         v = audit.require_vault(conn, root)
         decision = audit.revoke(conn, v, rel, root, settings=settings)
-    click.echo(f"revoked the review of {decision.path}: {decision.state}")
+    _echo(f"revoked the review of {_audit_path(decision.path)}: {decision.state}")
 
 
 # --- init and status -------------------------------------------------------------------------
@@ -785,24 +871,24 @@ def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) ->
         v = db.register_vault(conn, root)
         info = db.server_info(conn)
     if applied:
-        click.echo(f"schema applied (version {db.SCHEMA_VERSION})")
+        _echo(f"schema applied (version {db.SCHEMA_VERSION})")
     else:
-        click.echo(f"schema up to date (version {db.SCHEMA_VERSION})")
+        _echo(f"schema up to date (version {db.SCHEMA_VERSION})")
     default = vaults.load().default_vault()
     is_default = (
         " (the default vault)" if default is not None and default.name == entry.name else ""
     )
-    click.echo(f"vault registered: {entry.name} = {v.root}{is_default} in {vaults.config_path()}")
-    click.echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
+    _echo(f"vault registered: {entry.name} = {v.root}{is_default} in {vaults.config_path()}")
+    _echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
     if not no_hooks:
         from . import git_hooks
         from .errors import ConfigError
 
         try:
             git_hooks.install(root, config=vaults.config_path())
-            click.echo(f"git hooks installed in {git_hooks.hooks_dir(root)}")
+            _echo(f"git hooks installed in {git_hooks.hooks_dir(root)}")
         except ConfigError as exc:
-            click.echo(f"git hooks NOT installed: {exc}", err=True)
+            _echo(f"git hooks NOT installed: {exc}", err=True)
     if not no_index:
         from . import ingest as ingest_mod
 
@@ -823,7 +909,7 @@ def _start_vectors(settings: Settings, root: Path) -> None:
 
     sample = ingest_mod.sample_embedding_rate(settings, root)
     if sample.backlog == 0:
-        click.echo("vectors: every chunk has its vector")
+        _echo("vectors: every chunk has its vector")
         return
     eta = ""
     if sample.embed_rate:
@@ -831,7 +917,7 @@ def _start_vectors(settings: Settings, root: Path) -> None:
         eta += f"{sample.embed_rate:.1f} chunks/s"
     started = start_catch_up(root, vaults.config_path())
     where = "in the background" if started else "by the ingester already running"
-    click.echo(
+    _echo(
         f"vectors: {sample.backlog} chunks to embed {where}{eta}; full-text search works "
         "meanwhile; `vaultmem status` shows progress"
     )
@@ -874,13 +960,13 @@ def vaults_list(as_json: bool) -> None:
         _print_json({"config": str(config.path), "vaults": rows})
         return
     if not rows:
-        click.echo(f"no vault registered ({config.path}): `vaultmem init --vault PATH`")
+        _echo(f"no vault registered ({config.path}): `vaultmem init --vault PATH`")
         return
     for r in rows:
         where = r["database_url"] or (f"bundled database in {r['home']}" if r["home"] else "")
         mark = "* " if r["default"] else "  "
-        click.echo(f"{mark}{r['name']}  {r['path']}" + (f"  ({where})" if where else ""))
-    click.echo(f"(* = default; registry: {config.path})")
+        _echo(f"{mark}{r['name']}  {r['path']}" + (f"  ({where})" if where else ""))
+    _echo(f"(* = default; registry: {config.path})")
 
 
 @vaults_group.command(name="add")
@@ -891,7 +977,7 @@ def vaults_add(path: Path, name: str | None) -> None:
     from .gitdiff import repo_root
 
     entry, _ = _register(repo_root(path), name)
-    click.echo(f"registered {entry.name} = {entry.path}")
+    _echo(f"registered {entry.name} = {entry.path}")
 
 
 @vaults_group.command(name="remove")
@@ -906,14 +992,14 @@ def vaults_remove(name: str, purge: bool) -> None:
     if entry is not None and purge:
         settings = load_settings(entry.path)
     removed = vaults.unregister(name)
-    click.echo(f"unregistered {removed.name} ({removed.path})")
+    _echo(f"unregistered {removed.name} ({removed.path})")
     if purge and settings is not None:
         with db.connect(settings, start=_writer_start(settings)) as conn:
             conn.execute("DELETE FROM vaults WHERE root = %s", (str(removed.path.resolve()),))
             conn.commit()
-        click.echo("its index was deleted from the database")
+        _echo("its index was deleted from the database")
     else:
-        click.echo(
+        _echo(
             "its index stays in the database (`--purge` deletes it); "
             "`vaultmem hooks uninstall --vault PATH` removes its git hooks"
         )
@@ -926,7 +1012,7 @@ def vaults_default(name: str) -> None:
     from . import vaults
 
     entry = vaults.set_default(name)
-    click.echo(f"default vault: {entry.name} ({entry.path})")
+    _echo(f"default vault: {entry.name} ({entry.path})")
 
 
 @cli.command()
@@ -953,11 +1039,11 @@ def status(as_json: bool) -> None:
     if as_json:
         _print_json(data)
         return
-    click.echo(f"database: {data['database']}, reachable")
-    click.echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
-    click.echo(f"schema version: {version or 'none (run `vaultmem init`)'}")
+    _echo(f"database: {data['database']}, reachable")
+    _echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
+    _echo(f"schema version: {version or 'none (run `vaultmem init`)'}")
     for v in vaults:
-        click.echo(
+        _echo(
             f"vault {v.name} ({v.root}): {v.notes} notes, {v.chunks} chunks, "
             f"{v.backlog} awaiting embeddings, {v.quarantined} quarantined, "
             f"{len(v.skipped_files)} skipped"
@@ -1019,20 +1105,20 @@ def _echo_vault_health(v: VaultStatus) -> None:
         where = f"BEHIND: nothing indexed yet, HEAD is {head}"
     if behind:
         where += ": run `vaultmem ingest`"
-    click.echo(f"  index: {where}")
+    _echo(f"  index: {where}")
     if not v.registered:
-        click.echo(
+        _echo(
             "  registry: not a registered vault, so no agent reads it "
             "(`vaultmem init --vault PATH` registers it)"
         )
     if v.ignored_vault_env:
-        click.echo(
+        _echo(
             f"  settings: ignored in the vault's .env: {', '.join(v.ignored_vault_env)} (a "
             "vault's .env may set indexing options only; put the rest in the environment or "
             f"{_config_path()})"
         )
     if v.rechunk_due:
-        click.echo(f"  chunks: {_RECHUNK_HINT}")
+        _echo(f"  chunks: {_RECHUNK_HINT}")
     run = v.last_run
     if run:
         order = ("added", "updated", "unchanged", "deleted", "renamed", "quarantined", "skipped")
@@ -1040,22 +1126,22 @@ def _echo_vault_health(v: VaultStatus) -> None:
         counts = ", ".join(f"{got[k]} {k}" for k in order if k in got)
         errors = run.get("errors") or []
         outcome = f"FAILED: {'; '.join(errors)}" if errors else "ok"
-        click.echo(
+        _echo(
             f"  last run: {run.get('finished_at')} {run.get('mode')} "
             f"to {str(run.get('to_commit') or '')[:12]} in {run.get('seconds')} s, {outcome}; "
             f"{counts}; {run.get('embedded', 0)} chunks embedded, "
             f"{run.get('backlog', 0)} awaiting embeddings"
         )
     else:
-        click.echo("  last run: none recorded")
-    click.echo(f"  embeddings: {_embedding_line(v)}")
+        _echo("  last run: none recorded")
+    _echo(f"  embeddings: {_embedding_line(v)}")
     hook = v.hook_log_last
     if hook and " error" in hook:
-        click.echo(f"  last hook: {hook}")
+        _echo(f"  last hook: {hook}")
     for s in v.skipped_files:
-        click.echo(f"  skipped {s['path']!r}: {s['reason']}")
+        _echo(f"  skipped {s['path']!r}: {s['reason']}")
     for w in v.warnings:
-        click.echo(f"  indexed with a warning {w['path']!r}: {'; '.join(w['warnings'])}")
+        _echo(f"  indexed with a warning {w['path']!r}: {'; '.join(w['warnings'])}")
 
 
 # --- retrieval and Claude Code: query, context, claude-hook -------------------------------
@@ -1150,13 +1236,13 @@ def query_cmd(
         )
         return
     if not hits:
-        click.echo("no relevant notes", err=True)
+        _echo("no relevant notes", err=True)
         return
     for i, h in enumerate(hits, 1):
-        where = f"{h.path} › {h.heading}" if h.heading else h.path
-        click.echo(f"{i}. {where}  [{h.score:.3f}]")
+        where = f"{_path(h.path)} › {_path(h.heading)}" if h.heading else _path(h.path)
+        _echo(f"{i}. {where}  [{h.score:.3f}]")
         snippet = " ".join(h.text.split())
-        click.echo(f"   {snippet[:160]}{'…' if len(snippet) > 160 else ''}")
+        _echo(f"   {snippet[:160]}{'…' if len(snippet) > 160 else ''}")
         if explain:
             vec = (
                 f"vector #{h.vector_rank} (cos {h.vector_score:.3f})"
@@ -1170,7 +1256,7 @@ def query_cmd(
                 if h.lexical_imputed
                 else "lexical -"
             )
-            click.echo(
+            _echo(
                 f"   {vec}; {lex}; {h.matched_terms} terms matched; "
                 f"fused {h.fused:.5f}; commit {h.commit_sha[:7]}"
             )
@@ -1250,9 +1336,9 @@ def context_cmd(
         result = context.run_bounded(build, timeout)
         out = result or ""
     for line in notices:
-        click.echo(f"vaultmem: {line}", err=True)
+        _echo(f"vaultmem: {line}", err=True)
     if out:
-        click.echo(out)
+        _echo(out)
     if fail_open:
         sys.stdout.flush()
         sys.stderr.flush()

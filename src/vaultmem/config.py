@@ -72,8 +72,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "VAULTMEM_INCLUDE": ("", "Comma-separated folders to index (empty: all)."),
     "VAULTMEM_EXCLUDE": (".obsidian,.trash,.git", "Comma-separated folders never indexed."),
     "VAULTMEM_SENSITIVE_KEYWORDS": (
-        "password,passwd,secret,credential,private-key,密码,密碼,口令,私钥",
-        "File-name keywords that quarantine a note.",
+        "password,passwd,secret,credential,private-key,密码,密碼,口令,私钥,パスワード,비밀번호",
+        "File-name keywords that make the scan of a note's content stricter (a note about "
+        "passwords stays searchable; one that lists them is quarantined).",
     ),
     "VAULTMEM_PRIVATE_TAGS": ("private", "Front matter tags that quarantine a note."),
     "VAULTMEM_MAX_FILE_BYTES": ("5000000", "Notes larger than this are skipped with a reason."),

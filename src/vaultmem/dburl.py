@@ -22,7 +22,7 @@ _SCHEME_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
 # password=... in a query string or a key=value DSN: quoted ('a b', with \' escapes) or bare.
 _PARAM_RE = re.compile(
     r"(?P<key>(?:^|(?<=[\s?&;]))(?:password|passwd|pwd|sslpassword)\s*=\s*)"
-    r"(?P<value>'(?:[^'\\]|\\.)*'?|[^\s&;#]*)",
+    r"(?P<value>'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^\s&;#]*)",
     re.IGNORECASE,
 )
 
@@ -91,7 +91,19 @@ def _redact_authority(rest: str) -> str:
     if at == -1:
         at = rest.rfind("@")
         if at == -1 or (query != -1 and "=" in rest[query:at]):
-            return rest
+            return _redact_hostless(rest)
     userinfo, host = rest[:at], rest[at + 1 :]
     user, colon, _password = userinfo.partition(":")
     return f"{user}{':' + MASK if colon else ''}@{host}"
+
+
+def _redact_hostless(rest: str) -> str:
+    """`user:secret` cut short before its `@host` (a URL pasted half): what follows the colon is
+    not a port, so it is taken for a password."""
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if authority.startswith("[") or ":" not in authority:
+        return rest
+    user, _, after = authority.partition(":")
+    if after.isdigit() or not after:
+        return rest
+    return f"{user}:{MASK}{rest[len(authority) :]}"

@@ -61,3 +61,11 @@ class DriftDetected(VaultmemError):
 
 class AuditPathError(VaultmemError):
     """`vaultmem audit` got a path it cannot act on (not quarantined, not allowed, not at HEAD)."""
+
+
+class ConfirmationRequired(VaultmemError):
+    """An action needs the user's explicit yes (`audit allow` of a file holding a credential)."""
+
+    def __init__(self, message: str, rules: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.rules = rules

@@ -73,7 +73,7 @@ def render_block(command: str, config: Path | None = None, hook: str = "post-com
 {read_stdin}if {_guard(hook)}; then
 if [ -d .git ]; then vaultmem_dir=.git/vaultmem
 else vaultmem_dir=$(git rev-parse --absolute-git-dir 2>/dev/null)/vaultmem; fi
-[ -d "$vaultmem_dir" ] || mkdir -p "$vaultmem_dir" 2>/dev/null
+[ -d "$vaultmem_dir" ] || (umask 077; mkdir -p "$vaultmem_dir") 2>/dev/null
 # Mark a pass as needed. An ingester holding the lock sees the mark and loops, so a burst of
 # commits starts one Python process, not one per commit (each would slow the next commits).
 : >"$vaultmem_dir/pending" 2>/dev/null

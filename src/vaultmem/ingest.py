@@ -30,9 +30,11 @@ import psycopg
 
 from . import db, gitdiff, markdown, store
 from .config import Settings
+from .dburl import redact_url
 from .embed import Embedder, get_embedder
 from .errors import BlobMissing, VaultmemError
 from .paths import display_path, storable
+from .terminal import clean
 from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage, triage_path
 
 BATCH_FILES = 50  # files per transaction: small enough that a crash loses little work
@@ -126,8 +128,13 @@ class StateFiles:
 
 
 def state_files(root: Path) -> StateFiles:
+    """The vault's state folder under .git, private to its owner (0700): the log names notes
+    and errors, and nobody else on the machine has any business reading it."""
     d = gitdiff.git_dir(root) / "vaultmem"
-    d.mkdir(parents=True, exist_ok=True)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # a folder we do not own is left as it is
+        if d.stat().st_mode & 0o077:
+            d.chmod(0o700)
     return StateFiles(d)
 
 
@@ -560,6 +567,8 @@ def _rebuild_pass(ing: Ingester, result: IngestResult, head: str) -> IngestResul
     with ing.conn.transaction():
         store.set_watermark(ing.conn, ing.vault.id, head)
         store.finish_rebuild(ing.conn, ing.vault.id)
+        # Vectors of text that is gone (deleted, edited or quarantined notes) are not kept.
+        store.prune_embedding_cache(ing.conn)
     return result
 
 
@@ -648,12 +657,12 @@ def _run_passes(
             if not w.pending():
                 break
     except VaultmemError as exc:
-        total.errors.append(str(exc))
+        total.errors.append(redact_url(str(exc)))
         _record(ing, total, started)
         conn.close()
         raise
     except Exception as exc:
-        total.errors.append(f"{type(exc).__name__}: {exc}")
+        total.errors.append(redact_url(f"{type(exc).__name__}: {exc}"))
         _record(ing, total, started)
         conn.close()
         raise
@@ -762,6 +771,11 @@ def apply_changes_file(
 
 
 def log_line(files: StateFiles, message: str) -> None:
+    """Append one line to the hook log (0600): passwords hidden, control characters escaped."""
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    with open(files.log, "a", encoding="utf-8") as f:
-        f.write(f"{stamp} pid={os.getpid()} {message}\n")
+    line = clean(redact_url(message), newlines=False)
+    fd = os.open(files.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o600)  # the hook's shell may have created it with the umask's mode
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        f.write(f"{stamp} pid={os.getpid()} {line}\n")

@@ -73,6 +73,13 @@ def m005_skip_codes(conn: psycopg.Connection[Any]) -> None:
     before have none until their file next changes or `vaultmem rebuild` runs."""
 
 
+def m006_no_empty_lexemes(conn: psycopg.Connection[Any]) -> None:
+    """memory_lexicon no longer keeps lexemes at df = 0 (schema.sql's triggers now delete them):
+    remove those an older version left, some of which may be words of deleted secrets."""
+    if _columns(conn, "memory_lexicon"):
+        conn.execute("DELETE FROM memory_lexicon WHERE df <= 0")
+
+
 def rebuild_lexical_stats(conn: psycopg.Connection[Any]) -> None:
     """Recount memory_lexical_stats and memory_lexicon from memory_primary (all vaults)."""
     conn.execute("DELETE FROM memory_lexicon")
@@ -98,6 +105,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (3, m003_bm25_statistics),
     (4, m004_chunker_signature),
     (5, m005_skip_codes),
+    (6, m006_no_empty_lexemes),
 ]
 
 CURRENT_VERSION = MIGRATIONS[-1][0]

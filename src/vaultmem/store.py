@@ -198,11 +198,48 @@ def is_allowed(conn: Conn, vault_id: int, path: str, blob: str) -> bool:
     return row is not None
 
 
+def prune_embedding_cache(conn: Conn, hashes: Sequence[str] | None = None) -> int:
+    """Delete cached vectors that no chunk (of any vault) refers to; only among `hashes` when
+    given. Returns the rows removed."""
+    params: dict[str, Any] = {}
+    where = ""
+    if hashes is not None:
+        if not hashes:
+            return 0
+        params["h"] = list(hashes)
+        where = " AND c.content_hash = ANY(%(h)s)"
+    cur = conn.execute(
+        "DELETE FROM embedding_cache c WHERE NOT EXISTS"
+        " (SELECT 1 FROM memory_primary p WHERE p.content_hash = c.content_hash)" + where,
+        params,
+    )
+    return cur.rowcount
+
+
+def collect_garbage(conn: Conn) -> dict[str, int]:
+    """What `vaultmem gc` removes: cached vectors no chunk uses, lexemes no chunk holds."""
+    cache = prune_embedding_cache(conn)
+    lexemes = conn.execute("DELETE FROM memory_lexicon WHERE df <= 0").rowcount
+    return {"embedding_cache": cache, "lexicon": lexemes}
+
+
+def _chunk_hashes(conn: Conn, vault_id: int, path: str) -> list[str]:
+    rows = conn.execute(
+        "SELECT DISTINCT content_hash FROM memory_primary WHERE vault_id = %s AND path = %s",
+        (vault_id, path),
+    ).fetchall()
+    return [r["content_hash"] for r in rows]
+
+
 def quarantine(
     conn: Conn, vault_id: int, path: str, blob: str, findings: Sequence[Finding]
 ) -> None:
-    """Take a file out of search and record why. Stores rule ids and line numbers, never text."""
+    """Take a file out of search and record why. Stores rule ids and line numbers, never text.
+
+    The vectors of its former chunks go too, unless another chunk still has the same text."""
+    old_hashes = _chunk_hashes(conn, vault_id, path)
     conn.execute("DELETE FROM memory_notes WHERE vault_id = %s AND path = %s", (vault_id, path))
+    prune_embedding_cache(conn, old_hashes)
     conn.execute("DELETE FROM memory_skipped WHERE vault_id = %s AND path = %s", (vault_id, path))
     categories = sorted({f.category for f in findings})
     risk = "secret" if "secret" in categories else categories[0] if categories else "sensitive"

@@ -350,7 +350,7 @@ def _hook_ingest(vault: str | None, config_file: Path | None) -> None:
         settings = load_settings(root, environ, user=user)
         # Start a bundled server that is merely down (e.g. after a reboot), but never one the
         # user stopped with `vaultmem db stop`: that is logged instead, and caught up later.
-        result = ingest_mod.catch_up(settings, root)
+        result = ingest_mod.catch_up(settings, root, background=True)
         if result is not None:
             ingest_mod.log_line(
                 files, f"ok {result.mode} {result.to_commit or ''} {result.summary()}"

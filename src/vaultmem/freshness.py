@@ -159,7 +159,6 @@ def start_catch_up(root: Path, config: Path | None = None) -> bool:
     True if it was started. Never raises: a reader must not fail for it."""
     try:
         import fcntl
-        import shutil
 
         from .ingest import state_files
 
@@ -175,8 +174,6 @@ def start_catch_up(root: Path, config: Path | None = None) -> bool:
         cmd = [sys.executable, "-m", "vaultmem", "ingest", "--from-hook"]
         if config is not None:
             cmd += ["--config", os.fspath(config)]
-        if shutil.which("nice"):
-            cmd = ["nice", "-n", "10", *cmd]
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         with open(files.log, "ab") as log:
             subprocess.Popen(

@@ -88,10 +88,10 @@ if [ $((vaultmem_now - vaultmem_started)) -gt 30 ] && {{ ! command -v flock >/de
 then
   echo "$vaultmem_now" >"$vaultmem_dir/starting" 2>/dev/null
   vaultmem_detach=; command -v setsid >/dev/null 2>&1 && vaultmem_detach=setsid
-  # Low CPU priority, for the new session's autogroup too (Linux schedules sessions as
-  # groups, where plain nice would not count): indexing must not slow the next commit.
-  ( $vaultmem_detach sh -c '{{ echo 10 >/proc/self/autogroup; }} 2>/dev/null
-      exec nice -n 10 "$@"' vaultmem nohup {command} ingest --from-hook{config_arg} \\
+  # A session of its own (it outlives the terminal). The text pass runs at normal priority,
+  # so a commit is searchable within seconds on a busy machine; the ingester lowers its own
+  # priority (nice and autogroup) before it embeds, the long part that must not slow anything.
+  ( $vaultmem_detach nohup {command} ingest --from-hook{config_arg} \\
       >>"$vaultmem_dir/ingest.log" 2>&1 </dev/null & ) >/dev/null 2>&1
 fi
 fi

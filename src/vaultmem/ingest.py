@@ -572,6 +572,17 @@ def _rebuild_pass(ing: Ingester, result: IngestResult, head: str) -> IngestResul
     return result
 
 
+def lower_priority() -> None:
+    """Run at the lowest CPU priority from now on: nice 10 and, on Linux, the same for this
+    session's autogroup (the scheduler shares CPU between sessions first, so plain nice would
+    not count against the user's own session). Best effort."""
+    with contextlib.suppress(OSError):
+        if os.getpriority(os.PRIO_PROCESS, 0) < 10:
+            os.setpriority(os.PRIO_PROCESS, 0, 10)
+    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as fh:
+        fh.write("10")
+
+
 def catch_up(
     settings: Settings,
     root: Path,
@@ -581,13 +592,16 @@ def catch_up(
     progress: Progress | None = None,
     embedder: Embedder | None = None,
     start_db: bool | None = None,
+    background: bool = False,
 ) -> IngestResult | None:
     """Bring the vault's index to HEAD, then fill the embedding backlog.
 
     Returns None when another process holds the writer lock: it has been told (the pending mark)
     to run another pass, so nothing is lost and nobody queues behind it. With `start_db` False a
     stopped bundled server is reported (DatabaseUnavailable) instead of started; None (the
-    default) starts one that is merely down, never one stopped with `vaultmem db stop`."""
+    default) starts one that is merely down, never one stopped with `vaultmem db stop`. With
+    `background` (git hooks, the drainer) the process lowers its priority once the text is in,
+    before it embeds."""
     files = state_files(root)
     files.pending.touch()
     last: IngestResult | None = None
@@ -604,6 +618,7 @@ def catch_up(
                 progress=progress,
                 embedder=embedder,
                 start_db=start_db,
+                background=background,
             )
             # A trigger may mark "pending" after our last check but before we release.
             if not w.pending():
@@ -621,6 +636,7 @@ def _run_passes(
     embedder: Embedder | None,
     rebuild: bool = False,
     start_db: bool | None = None,
+    background: bool = False,
 ) -> IngestResult:
     started = time.monotonic()
     conn, vault = open_index(settings, root, start_db=start_db)
@@ -651,6 +667,8 @@ def _run_passes(
                 rechunked = True
             if not embed:
                 break
+            if background:
+                lower_priority()  # the text is in; embedding must not slow the next commit
             # Pause embedding whenever a new commit arrives, so its text is searchable at once.
             if ing.drain_backlog(total, should_pause=w.pending):
                 break

@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -15,20 +14,12 @@ import pytest
 from click.testing import CliRunner
 from conftest import Vault
 from indexing import index, snapshot
+from reliability import wait_for
 
 from vaultmem import db, freshness, gitdiff, vaults
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
 from vaultmem.verify import verify
-
-
-def wait_for(predicate, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
 
 
 def watermark(conn, root: Path) -> str | None:

@@ -11,20 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from indexing import snapshot
+from reliability import wait_for
 
 from vaultmem import db, git_hooks
 from vaultmem.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def wait_for(predicate, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
 
 
 def test_shipped_hook_scripts_are_the_installed_block() -> None:

@@ -279,12 +279,17 @@ def register(
     return recorded
 
 
-def unregister(name: str, environ: Mapping[str, str] | None = None) -> VaultEntry:
-    """Remove a vault from the registry (its index stays in the database)."""
+def _require(name: str, environ: Mapping[str, str] | None) -> tuple[UserConfig, VaultEntry]:
     config = load(environ)
     entry = config.get(name)
     if entry is None:
         raise ConfigError(f"no vault named {name!r} is registered: `vaultmem vaults list`")
+    return config, entry
+
+
+def unregister(name: str, environ: Mapping[str, str] | None = None) -> VaultEntry:
+    """Remove a vault from the registry (its index stays in the database)."""
+    config, entry = _require(name, environ)
     doc = _document(config.path)
     del doc["vaults"][name]
     if doc.get("default") == name:
@@ -298,10 +303,7 @@ def unregister(name: str, environ: Mapping[str, str] | None = None) -> VaultEntr
 
 
 def set_default(name: str, environ: Mapping[str, str] | None = None) -> VaultEntry:
-    config = load(environ)
-    entry = config.get(name)
-    if entry is None:
-        raise ConfigError(f"no vault named {name!r} is registered: `vaultmem vaults list`")
+    config, entry = _require(name, environ)
     doc = _document(config.path)
     doc["default"] = name
     _save(config.path, doc)

@@ -45,6 +45,9 @@ def _isolated_env(
     monkeypatch.setenv("VAULTMEM_EMBEDDING_PROVIDER", "hash")
     # The registry of vaults (vaults.config_path) is the user's own file: one per test.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+    # The hook gives up after 3 s by default; a loaded test machine can take longer to import
+    # psycopg. Tests of the timeout itself pass --timeout.
+    monkeypatch.setenv("VAULTMEM_HOOK_TIMEOUT", "60")
 
 
 @pytest.fixture(scope="session")

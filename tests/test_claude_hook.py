@@ -323,8 +323,12 @@ def test_claude_install_is_a_hidden_alias(tmp_path, monkeypatch):
         (["--no-memroy"], None),
     ],
 )
-def test_hook_options_parse_without_click(argv, parsed):
+def test_hook_options_parse_without_click(argv, parsed, monkeypatch):
+    monkeypatch.delenv("VAULTMEM_HOOK_TIMEOUT")
     assert parse_args(argv) == parsed
+    monkeypatch.setenv("VAULTMEM_HOOK_TIMEOUT", "7.5")
+    if parsed is not None and "--timeout" not in " ".join(argv):
+        assert parse_args(argv) == (7.5, parsed[1])
 
 
 def test_the_hook_process_does_not_import_the_cli():

@@ -17,13 +17,21 @@ from typing import NoReturn
 DEFAULT_TIMEOUT = 3.0
 
 
+def default_timeout() -> float:
+    """VAULTMEM_HOOK_TIMEOUT, else DEFAULT_TIMEOUT (a `--timeout` option wins over both)."""
+    try:
+        return float(os.environ.get("VAULTMEM_HOOK_TIMEOUT") or DEFAULT_TIMEOUT)
+    except ValueError:
+        return DEFAULT_TIMEOUT
+
+
 def parse_args(argv: Sequence[str]) -> tuple[float, bool] | None:
     """(timeout seconds, include preferences) from `--timeout S` and `--memory/--no-memory`.
 
     None for anything else (`--help`, a typo): the caller then hands over to the full CLI,
     which prints help or the usual usage error.
     """
-    timeout, memory = DEFAULT_TIMEOUT, True
+    timeout, memory = default_timeout(), True
     args = iter(argv)
     for arg in args:
         if arg == "--memory":

@@ -1351,7 +1351,8 @@ def context_cmd(
     type=float,
     default=3.0,
     show_default=True,
-    help="Give up (printing nothing) after this many seconds.",
+    help="Give up (printing nothing) after this many seconds. Default: VAULTMEM_HOOK_TIMEOUT, "
+    "else 3.",
 )
 @click.option(
     "--memory/--no-memory",

@@ -92,6 +92,11 @@ SETTINGS: dict[str, tuple[str, str]] = {
     ),
     "VAULTMEM_MEMORY_MAX_CHARS": ("1500", "Character budget for the preferences block."),
     "VAULTMEM_CONTEXT_MAX_CHARS": ("2500", "Character budget for retrieved context."),
+    "VAULTMEM_HOOK_TIMEOUT": (
+        "3",
+        "Seconds `vaultmem claude-hook` may take before it gives up, printing nothing "
+        "(its --timeout option wins).",
+    ),
     "VAULTMEM_MIN_SCORE": (
         "0.0",
         "Minimum relevance for a hit to be injected: the fused score, 0 to 1, that "

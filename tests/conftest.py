@@ -45,6 +45,8 @@ def _isolated_env(
     monkeypatch.setenv("VAULTMEM_EMBEDDING_PROVIDER", "hash")
     # The registry of vaults (vaults.config_path) is the user's own file: one per test.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+    # ...and so is vaultmem's home (the injection log, the hook's claims, the warm service).
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
 
 
 @pytest.fixture(scope="session")

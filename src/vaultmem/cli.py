@@ -1117,6 +1117,13 @@ def query_cmd(
     show_default=True,
     help="With --fail-open: give up after this many seconds.",
 )
+@click.option(
+    "--record-as",
+    type=click.Choice(["wrapper"]),
+    default=None,
+    hidden=True,
+    help="Record what is printed in the injection log as this source (bin/agent-with-memory).",
+)
 @vault_option
 def context_cmd(
     text: str,
@@ -1125,6 +1132,7 @@ def context_cmd(
     memory_only: bool,
     fail_open: bool,
     timeout: float,
+    record_as: str | None,
     vault: str | None,
 ) -> None:
     """Print the context block for TEXT: preferences, then relevant notes, fenced as data.
@@ -1147,8 +1155,9 @@ def context_cmd(
         if entry is None:
             notices.append(NO_VAULT_HINT)
         root = entry.path if entry is not None else None
+        settings = load_settings(root)
         result = context.build_context(
-            load_settings(root),
+            settings,
             text,
             vault_root=root,
             include_memory=memory,
@@ -1157,6 +1166,20 @@ def context_cmd(
             start_db=not fail_open,
         )
         notices.extend(result.notices)
+        if record_as:
+            from . import injections
+            from .config import user_home
+
+            injections.record(
+                user_home(),
+                enabled=settings.log_injections,
+                keep_prompt=settings.log_prompts,
+                source=record_as,
+                vault=entry.name if entry is not None else None,
+                prompt=text,
+                paths=result.paths,
+                chars=len(result.text),
+            )
         return result.text
 
     if not fail_open:
@@ -1213,6 +1236,41 @@ def claude_hook(timeout: float, memory: bool) -> None:
 def claude_install(ctx: click.Context, scope: str | None, project_dir: Path | None) -> None:
     """Old name of `vaultmem hooks install --claude` (kept so existing scripts work)."""
     ctx.invoke(hooks_install, vault=None, claude=True, scope=scope, project_dir=project_dir)
+
+
+# --- the injection log --------------------------------------------------------------------------
+
+
+@cli.command(name="log")
+@click.option(
+    "--last",
+    "last",
+    type=click.IntRange(1, None),
+    default=20,
+    show_default=True,
+    help="How many of the latest injections to show.",
+)
+@json_option
+def log_cmd(last: int, as_json: bool) -> None:
+    """Show what the agents were given: every injection of the hook, the wrapper and the MCP
+    tools (time, source, vault, prompt hash, paths, characters), newest last. Kept in the
+    vaultmem home, at most ~2 MiB; never the note text (VAULTMEM_LOG_PROMPTS=1 keeps prompts)."""
+    from . import injections
+    from .config import user_home
+
+    entries = injections.read(user_home(), last)
+    if as_json:
+        _print_json([e.to_dict() for e in entries])
+        return
+    if not entries:
+        click.echo("no injections recorded", err=True)
+        return
+    for e in entries:
+        prompt = f" {e.prompt!r}" if e.prompt is not None else ""
+        click.echo(
+            f"{e.time}  {e.source:<16} {e.vault or '-'}  prompt {e.prompt_sha256}{prompt}  "
+            f"{e.chars} chars  {', '.join(e.paths)}"
+        )
 
 
 def main() -> None:

@@ -1238,7 +1238,69 @@ def claude_install(ctx: click.Context, scope: str | None, project_dir: Path | No
     ctx.invoke(hooks_install, vault=None, claude=True, scope=scope, project_dir=project_dir)
 
 
-# --- the injection log --------------------------------------------------------------------------
+# --- the warm service and the injection log ---------------------------------------------------
+
+
+@cli.group(name="warm")
+def warm_group() -> None:
+    """The warm query service that keeps the model and a connection loaded for the per-prompt
+    hook (p50 of tens of milliseconds instead of a cold process). The hook starts it on demand
+    and it stops after VAULTMEM_WARM_IDLE seconds without a request; one runs per environment,
+    on a 0600 unix socket in the vaultmem home."""
+
+
+@warm_group.command(name="status")
+@json_option
+def warm_status(as_json: bool) -> None:
+    """Is the warm service for this environment running, and how busy is it."""
+    from . import warm
+
+    found = warm.status()
+    if as_json:
+        _print_json(found)
+    elif not found.get("enabled"):
+        click.echo("warm service: off (VAULTMEM_WARM_IDLE=0): every prompt runs cold")
+    elif found["running"]:
+        click.echo(
+            f"warm service: running, pid {found['pid']}, {found['served']} requests served, "
+            f"idle {found['idle_seconds']} s of {found['idle_limit']} s  {found['socket']}"
+        )
+    else:
+        click.echo(
+            "warm service: not running (the next prompt starts it, or `vaultmem warm start`)"
+        )
+
+
+@warm_group.command(name="start")
+def warm_start() -> None:
+    """Start the warm service for this environment (if it is not running) and wait for it."""
+    from . import warm
+
+    found = warm.start()
+    if not found.get("enabled"):
+        raise VaultmemError("the warm service is off: VAULTMEM_WARM_IDLE is 0")
+    if not found["running"]:
+        raise VaultmemError(
+            "the warm service did not start: see the .log file next to its socket in "
+            f"{found.get('socket', 'the vaultmem home')!s}"
+        )
+    click.echo(f"warm service running, pid {found['pid']}")
+
+
+@warm_group.command(name="stop")
+def warm_stop() -> None:
+    """Stop the warm service for this environment."""
+    from . import warm
+
+    click.echo("warm service stopped" if warm.stop() else "no warm service was running")
+
+
+@warm_group.command(name="serve")
+def warm_serve() -> None:
+    """Run the warm service in the foreground (what the hook starts in the background)."""
+    from . import warm
+
+    click.echo(f"warm service ended: {warm.serve()}", err=True)
 
 
 @cli.command(name="log")

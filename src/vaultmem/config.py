@@ -106,6 +106,12 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "0",
         "1: the injection log also keeps each prompt's text (by default only its hash).",
     ),
+    "VAULTMEM_WARM_IDLE": (
+        "1800",
+        "Seconds the warm query service (which keeps the model and a connection loaded for "
+        "the per-prompt hook) stays up without a request. 0: no warm service, every prompt "
+        "runs cold.",
+    ),
 }
 
 SECRET_NAMES = ("PASSWORD", "API_KEY", "TOKEN", "SECRET")
@@ -151,6 +157,7 @@ class Settings:
     ignored_vault_env: tuple[str, ...] = ()
     log_injections: bool = True
     log_prompts: bool = False
+    warm_idle: int = 1800
 
     def redacted(self) -> dict[str, str]:
         """Settings as strings, safe to print: secrets masked, passwords cut out of URLs."""
@@ -317,4 +324,5 @@ def load_settings(
         ignored_vault_env=ignored,
         log_injections=_flag(env, "VAULTMEM_LOG_INJECTIONS"),
         log_prompts=_flag(env, "VAULTMEM_LOG_PROMPTS"),
+        warm_idle=max(0, _int(env, "VAULTMEM_WARM_IDLE")),
     )

@@ -1238,7 +1238,7 @@ def claude_install(ctx: click.Context, scope: str | None, project_dir: Path | No
     ctx.invoke(hooks_install, vault=None, claude=True, scope=scope, project_dir=project_dir)
 
 
-# --- the warm service and the injection log ---------------------------------------------------
+# --- the warm service, the MCP server and the injection log ------------------------------------
 
 
 @cli.group(name="warm")
@@ -1301,6 +1301,22 @@ def warm_serve() -> None:
     from . import warm
 
     click.echo(f"warm service ended: {warm.serve()}", err=True)
+
+
+@cli.command(name="mcp")
+@click.option(
+    "--vault",
+    "vault",
+    type=str,
+    help="A registered vault (name or path). Default: the registered vault holding the "
+    "current directory, else VAULTMEM_VAULT, else the default vault.",
+)
+def mcp_cmd(vault: str | None) -> None:
+    """Run the MCP server on stdio (for Claude Code): tools search, get, recent and status
+    over your registered vault. `vaultmem hooks install --claude` registers it."""
+    from .mcp_server import run
+
+    run(vault)
 
 
 @cli.command(name="log")

@@ -404,6 +404,11 @@ def verify(vault: str | None, deep: bool, as_json: bool) -> None:
 def _claude_options(f: Any) -> Any:
     """--claude with its scope (--project / --user) and --project-dir."""
     f = click.option(
+        "--no-mcp",
+        is_flag=True,
+        help="With --claude: leave the MCP server (`vaultmem mcp`) out; only the hook.",
+    )(f)
+    f = click.option(
         "--project-dir",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
@@ -461,7 +466,7 @@ def hooks_group() -> None:
 @vault_option
 @_claude_options
 def hooks_install(
-    vault: str | None, claude: bool, scope: str | None, project_dir: Path | None
+    vault: str | None, claude: bool, scope: str | None, project_dir: Path | None, no_mcp: bool
 ) -> None:
     """Add vaultmem to post-commit, post-merge, post-rewrite and post-checkout.
 
@@ -476,7 +481,10 @@ def hooks_install(
     .claude/settings.local.json (--project, the default: per user, git-ignored),
     .claude/settings.json (--shared, committed by teams) or ~/.claude/settings.json (--user),
     merged without touching other hooks or settings. For one session only, use
-    bin/agent-with-memory.
+    bin/agent-with-memory. The MCP server `vaultmem mcp` (tools search, get, recent,
+    status) is registered too, in your ~/.claude.json as `claude mcp add` does (--user:
+    user scope; --project and --shared: local scope, this project only), never in the
+    committed .mcp.json; --no-mcp leaves it out. --vault NAME makes it serve that vault.
     """
     from . import git_hooks, vaults
 
@@ -486,6 +494,14 @@ def hooks_install(
 
         path = install_claude_hook(scope, project_dir)
         click.echo(f"Claude Code UserPromptSubmit hook registered in {path}")
+        if not no_mcp:
+            from .claude_mcp import claude_mcp_add_command, install_mcp_server
+
+            mcp_scope, where = install_mcp_server(scope, project_dir, vault=vault)
+            click.echo(
+                f"Claude Code MCP server `vaultmem` registered ({mcp_scope} scope) in {where}; "
+                f"the same as: {claude_mcp_add_command(scope, vault)}"
+            )
         return
     root = _vault_root(vault)
     entry, _ = _register(root)
@@ -498,17 +514,19 @@ def hooks_install(
 @vault_option
 @_claude_options
 def hooks_uninstall(
-    vault: str | None, claude: bool, scope: str | None, project_dir: Path | None
+    vault: str | None, claude: bool, scope: str | None, project_dir: Path | None, no_mcp: bool
 ) -> None:
     """Remove vaultmem's block from the hooks, keeping anything else in them.
 
-    With --claude: remove the UserPromptSubmit hook from the scope's settings.json instead.
+    With --claude: remove the UserPromptSubmit hook from the scope's settings.json instead,
+    and the MCP server from the matching scope of ~/.claude.json (a local-scope server stays
+    while the project's other settings file still registers the hook; --no-mcp keeps it).
     """
     from . import git_hooks
 
     scope, project_dir = _claude_scope(claude, scope, project_dir)
     if claude:
-        from .claude_settings import uninstall_claude_hook
+        from .claude_settings import claude_hook_status, uninstall_claude_hook
 
         path, removed_hook = uninstall_claude_hook(scope, project_dir)
         click.echo(
@@ -516,6 +534,16 @@ def hooks_uninstall(
             if removed_hook
             else f"no vaultmem Claude Code hook in {path}"
         )
+        sibling = {"project": "shared", "shared": "project"}.get(scope)
+        if not no_mcp and not (sibling and claude_hook_status(sibling, project_dir).installed):
+            from .claude_mcp import uninstall_mcp_server
+
+            mcp_scope, dropped = uninstall_mcp_server(scope, project_dir)
+            click.echo(
+                f"Claude Code MCP server removed ({mcp_scope} scope)"
+                if dropped
+                else f"no vaultmem MCP server registered ({mcp_scope} scope)"
+            )
         return
     root = _vault_root(vault)
     removed = git_hooks.uninstall(root)
@@ -543,6 +571,7 @@ def hooks_status(
     user settings.json. Exit 1 when a git hook is missing (the Claude Code hook is optional).
     """
     from . import git_hooks
+    from .claude_mcp import mcp_server_status
     from .claude_settings import claude_hook_status
 
     _, project_dir = _claude_scope(True, None, project_dir)
@@ -551,11 +580,13 @@ def hooks_status(
         claude_hook_status("shared", project_dir),
         claude_hook_status("user"),
     ]
+    servers = [mcp_server_status("local", project_dir), mcp_server_status("user")]
     items = [] if claude_only else git_hooks.status(_vault_root(vault))
     if as_json:
         _print_json(
             [{**h.__dict__, "path": str(h.path)} for h in items]
             + [{"name": "claude-code", **c.__dict__, "path": str(c.path)} for c in claude]
+            + [{"name": "claude-mcp", **m.__dict__, "path": str(m.path)} for m in servers]
         )
     else:
         for h in items:
@@ -576,6 +607,20 @@ def hooks_status(
                     f"`vaultmem hooks install --claude --{c.scope}` again"
                 )
             click.echo(f"claude-code ({c.scope}): {state}  {c.path}")
+        for m in servers:
+            if m.problem:
+                state = f"unreadable: {m.problem}"
+            elif not m.installed:
+                state = "not registered"
+            elif m.executable_ok:
+                state = f"registered ({m.command})"
+            else:
+                hook_scope = "user" if m.scope == "user" else "project"
+                state = (
+                    f"registered but its program is gone ({m.command}): run "
+                    f"`vaultmem hooks install --claude --{hook_scope}` again"
+                )
+            click.echo(f"claude-mcp ({m.scope}): {state}  {m.path}")
     if not all(h.installed for h in items):
         sys.exit(1)
 
@@ -1235,7 +1280,9 @@ def claude_hook(timeout: float, memory: bool) -> None:
 @click.pass_context
 def claude_install(ctx: click.Context, scope: str | None, project_dir: Path | None) -> None:
     """Old name of `vaultmem hooks install --claude` (kept so existing scripts work)."""
-    ctx.invoke(hooks_install, vault=None, claude=True, scope=scope, project_dir=project_dir)
+    ctx.invoke(
+        hooks_install, vault=None, claude=True, scope=scope, project_dir=project_dir, no_mcp=False
+    )
 
 
 # --- the warm service, the MCP server and the injection log ------------------------------------

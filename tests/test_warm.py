@@ -73,8 +73,9 @@ def test_the_service_lives_in_a_private_socket_and_the_hook_imports_nothing_heav
     )
     assert b'path="ops/postgres-backup.md"' in proc.stdout
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()}
-    assert "vaultmem.warm" in imported
+    assert "vaultmem.warm_client" in imported
     heavy = {"psycopg", "numpy", "vaultmem.query", "vaultmem.context", "vaultmem.db", "click"}
+    heavy |= {"vaultmem.warm", "vaultmem.config", "json", "dataclasses", "hashlib"}
     assert not heavy & imported, heavy & imported
 
 
@@ -97,11 +98,10 @@ def test_the_service_serves_registered_vaults_only_and_fails_open(indexed_vault,
 def test_a_silent_or_stale_socket_falls_back_to_the_cold_path(indexed_vault, warm_on):  # noqa: F811
     ep = warm.endpoint()
     assert ep is not None
-    ep.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.makedirs(ep.directory, mode=0o700, exist_ok=True)
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        with ep.address() as address:
-            silent.bind(address)
+        ep.bind(silent)
         silent.listen(8)  # accepts, never answers
         proc, elapsed = run_hook(payload(PROMPT, indexed_vault.root), None, "--timeout", "8")
         assert b'path="ops/postgres-backup.md"' in proc.stdout  # the cold path, in time
@@ -122,7 +122,7 @@ def test_another_environment_gets_another_service(monkeypatch, warm_on):
     monkeypatch.setenv("VAULTMEM_DATABASE_URL", "postgresql://elsewhere/db")
     there = warm.endpoint()
     assert here is not None and there is not None
-    assert here.socket != there.socket and here.directory == there.directory
+    assert here.socket_path != there.socket_path and here.directory == there.directory
     monkeypatch.setenv("VAULTMEM_WARM_IDLE", "0")
     assert warm.endpoint() is None
 
@@ -141,7 +141,7 @@ def test_an_idle_service_stops_by_itself(indexed_vault, monkeypatch):  # noqa: F
             proc.kill()
     assert proc.returncode == 0 and "idle for 2 s" in err
     ep = warm.endpoint()
-    assert ep is not None and not ep.socket.exists()
+    assert ep is not None and not os.path.exists(ep.socket_path)
 
 
 def test_a_second_service_for_the_same_environment_does_not_start(indexed_vault, warm_on):  # noqa: F811
@@ -184,3 +184,24 @@ def test_a_payload_that_is_not_utf8_or_json_prints_nothing(indexed_vault, warm_o
         proc, _ = run_hook(stdin)
         assert proc.returncode == 0 and proc.stdout == b""
     assert warm.status()["served"] == 3
+
+
+def test_the_client_finds_what_config_and_vaults_find(tmp_path, monkeypatch):
+    from vaultmem import warm_client
+    from vaultmem.config import SETTINGS
+
+    assert warm_client.DEFAULT_IDLE == int(SETTINGS["VAULTMEM_WARM_IDLE"][0])
+    assert warm_client.config_file(os.environ) == str(vaults.config_path())
+    assert warm_client.user_home(os.environ) == str(user_home())
+    # a home and an idle limit set in the registry's [settings] count as well
+    registry = vaults.config_path()
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    registry.write_text(
+        f'[settings]\nVAULTMEM_HOME = "{tmp_path / "elsewhere"}"\nVAULTMEM_WARM_IDLE = "0"\n',
+        encoding="utf-8",
+    )
+    assert warm_client.user_home(os.environ) == str(user_home()) == str(tmp_path / "elsewhere")
+    assert warm_client.endpoint() is None
+    monkeypatch.setenv("VAULTMEM_WARM_IDLE", "60")  # the environment wins, as for settings
+    ep = warm_client.endpoint()
+    assert ep is not None and ep.directory == str(tmp_path / "elsewhere" / "run")

@@ -3,7 +3,7 @@
 Design decision: Claude Code starts a new process for every prompt, so start-up is most of what
 the hook costs. `vaultmem claude-hook` is dispatched here by `__main__.main` before click and the
 rest of the CLI are imported; this module parses its two options with the standard library. It
-asks the warm service first (`warm`, a standard-library client); only without one does it
+asks the warm service first (`warm_client`, standard library only); only without one does it
 import the search stack (psycopg, numpy, the embedder), inside the bounded worker, so even a
 slow import counts against the timeout. Every failure fails open: nothing printed, exit 0.
 """
@@ -13,8 +13,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
-from typing import NoReturn
+
+# Not `typing.TYPE_CHECKING`: on the warm path every import counts (see warm_client.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import NoReturn
 
 DEFAULT_TIMEOUT = 3.0
 # The share of the timeout the warm service gets before the cold path takes over.
@@ -48,7 +52,7 @@ def parse_args(argv: Sequence[str]) -> tuple[float, bool] | None:
 def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoReturn:
     """Read the hook JSON on stdin, print the context block (or nothing), exit 0.
 
-    The warm service answers first when it runs (`warm.ask`, standard library only); without
+    The warm service answers first when it runs (`warm_client.ask`); without
     it, or when it does not answer within half the budget, the cold path runs in what is left.
     """
     quiet_openmp()
@@ -57,9 +61,9 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
     payload = read_stdin(timeout)
     if payload is not None:
         try:
-            from . import warm
+            from .warm_client import ask
 
-            out = warm.ask(payload, include_memory, timeout * WARM_SHARE)
+            out = ask(payload, include_memory, timeout * WARM_SHARE)
         except Exception:  # noqa: BLE001 - fail open: the cold path decides
             out = None
         if out is None:

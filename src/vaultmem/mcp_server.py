@@ -4,7 +4,7 @@ Design decisions:
 - Four read-only tools, `search`, `get`, `recent` and `status`, with one-line descriptions and
   flat parameter schemas (no titles, no nullable unions): a client sends every tool's schema to
   the model on every turn, so each character is paid for again and again
-  (`tool_schema_chars` measures them; bench/mcp.py prints it).
+  (`tool_schema_chars` measures them; bench/mcp_latency.py prints it).
 - The same trust rules as the per-prompt hook: only a registered vault (resolved afresh on
   every call, so removing a vault from the registry takes effect at once), search gated like
   the hook, and `get` serving a file only when the same `triage` the ingester runs says

@@ -16,9 +16,9 @@ Design decisions:
   hook (which answers that prompt cold), or by `vaultmem mcp` / `vaultmem warm start`; it stops
   after VAULTMEM_WARM_IDLE seconds without a request, when its socket is taken away, or when
   vaultmem's code changes under it.
-- The client half (`ask`, `endpoint`) uses the standard library only (no psycopg, numpy or
-  model): the hook imports it first and falls back to the cold path whenever the service is
-  absent, slow or unreadable. One request per connection: a JSON object, then the reply.
+- The client half is `warm_client` (os, socket, sys, time and zlib only: no psycopg, numpy or
+  model, not even json): the hook imports it first and falls back to the cold path whenever
+  the service is absent, slow or unreadable.
 """
 
 from __future__ import annotations
@@ -31,216 +31,30 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from .warm_client import (
+    MAGIC,
+    MAX_MESSAGE_BYTES,
+    Endpoint,
+    code_signature,
+    endpoint,
+    private_dir,
+    request,
+    spawn,
+)
 
 if TYPE_CHECKING:
     from .config import Settings
     from .db import Conn
     from .embed import Embedder
 
-PROTOCOL = 1
-# Unix socket paths are limited to ~104-108 bytes; past this the address goes through the
-# directory's descriptor (/proc/self/fd/N/name) where the OS has one.
-MAX_SOCKET_PATH = 100
-# The hook starts a missing service at most this often (a service that cannot start must not
-# cost every prompt a fork).
-SPAWN_EVERY_SECONDS = 30.0
-MAX_REPLY_BYTES = 1 << 20
+__all__ = ["WarmResources", "endpoint", "serve", "spawn", "start", "status", "stop", "warm_up"]
+
 # A connection unused for this long is checked before it is handed out.
 PING_AFTER_SECONDS = 10.0
 # Bounds a query on the warm connection: a stuck statement must not block the service.
 STATEMENT_TIMEOUT_MS = 10_000
-
-_FINGERPRINT_NAMES = ("DATABASE_URL", "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
-
-
-def _relevant(name: str) -> bool:
-    return (
-        name.startswith(("VAULTMEM_", "PG"))
-        or name in _FINGERPRINT_NAMES
-        or name.endswith(("_KEY", "_TOKEN"))
-    )
-
-
-def code_signature() -> str:
-    """Changes whenever a module of this vaultmem changes (an upgrade, an edit)."""
-    here = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    with os.scandir(here) as entries:
-        for e in sorted(entries, key=lambda e: e.name):
-            if e.name.endswith(".py"):
-                h.update(f"{e.name}:{e.stat().st_mtime_ns}:{e.stat().st_size};".encode())
-    return h.hexdigest()[:16]
-
-
-def fingerprint(environ: Mapping[str, str]) -> str:
-    """A short hash of what decides the service's answers: the relevant environment (values
-    included, hashed, never stored) and vaultmem's code."""
-    h = hashlib.sha256(code_signature().encode())
-    for name in sorted(n for n in environ if _relevant(n)):
-        h.update(name.encode("utf-8", "surrogateescape") + b"\0")
-        h.update(environ[name].encode("utf-8", "surrogateescape") + b"\0")
-    return h.hexdigest()[:20]
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where the service for one environment listens, and its bookkeeping files."""
-
-    directory: Path
-    name: str  # "warm-<fingerprint>"
-    idle: int  # VAULTMEM_WARM_IDLE for this environment
-
-    @property
-    def socket(self) -> Path:
-        return self.directory / f"{self.name}.sock"
-
-    @property
-    def lock(self) -> Path:
-        return self.directory / f"{self.name}.lock"
-
-    @property
-    def spawned(self) -> Path:
-        return self.directory / f"{self.name}.spawned"
-
-    @property
-    def log(self) -> Path:
-        return self.directory / f"{self.name}.log"
-
-    @contextmanager
-    def address(self) -> Iterator[str]:
-        """The socket address to bind or connect to (short, whatever the directory's length)."""
-        full = str(self.socket)
-        if len(os.fsencode(full)) <= MAX_SOCKET_PATH:
-            yield full
-            return
-        if not os.path.isdir("/proc/self/fd"):
-            raise OSError(f"the socket path {full} is too long for this system")
-        fd = os.open(self.directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            yield f"/proc/self/fd/{fd}/{self.socket.name}"
-        finally:
-            os.close(fd)
-
-
-def endpoint(environ: Mapping[str, str] | None = None) -> Endpoint | None:
-    """The endpoint for this environment, or None when the warm path is off
-    (VAULTMEM_WARM_IDLE=0). Reads the registry's `[settings]` as settings do."""
-    from . import vaults
-    from .config import SETTINGS, default_home
-
-    env = os.environ if environ is None else environ
-    merged = {**vaults.load(env).settings, **env}
-    raw = merged.get("VAULTMEM_WARM_IDLE") or SETTINGS["VAULTMEM_WARM_IDLE"][0]
-    try:
-        idle = int(raw)
-    except ValueError:
-        return None
-    if idle <= 0:
-        return None
-    return Endpoint(default_home(merged) / "run", f"warm-{fingerprint(env)}", idle)
-
-
-# --- client (standard library only) ------------------------------------------------------------
-
-
-def request(ep: Endpoint, message: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """Send one request and return the reply. Raises OSError (absent, refused, timed out) or
-    ValueError (an unreadable reply)."""
-    deadline = time.monotonic() + timeout
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        with ep.address() as address:
-            sock.connect(address)
-        sock.sendall(json.dumps(message).encode("ascii"))
-        sock.shutdown(socket.SHUT_WR)
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            sock.settimeout(max(0.001, deadline - time.monotonic()))
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_REPLY_BYTES:
-                raise ValueError("reply too large")
-    reply = json.loads(b"".join(chunks))
-    if not isinstance(reply, dict) or reply.get("protocol") != PROTOCOL:
-        raise ValueError("not a vaultmem warm service reply")
-    return reply
-
-
-def ask(payload: bytes, include_memory: bool, timeout: float) -> str | None:
-    """The hook's context from the warm service: its text ("" when it had nothing, or failed
-    as the cold path would have), or None when no service answered in `timeout` seconds (the
-    caller then runs the cold path; a missing service is started for the next prompt)."""
-    try:
-        ep = endpoint()
-    except Exception:  # noqa: BLE001 - an unreadable registry: the cold path reports nothing too
-        return None
-    if ep is None:
-        return None
-    message = {
-        "protocol": PROTOCOL,
-        "op": "hook",
-        "memory": include_memory,
-        "payload": payload.decode("utf-8", "surrogateescape"),
-    }
-    try:
-        reply = request(ep, message, timeout)
-    except (FileNotFoundError, ConnectionRefusedError):
-        spawn(ep)
-        return None
-    except (OSError, ValueError):
-        return None
-    if reply.get("ok"):
-        text = reply.get("text")
-        return text if isinstance(text, str) else None
-    return ""
-
-
-def spawn(ep: Endpoint, *, force: bool = False) -> bool:
-    """Start the service for this environment in the background (detached, its own session).
-    At most once per SPAWN_EVERY_SECONDS unless `force`. True if a process was started."""
-    try:
-        _private_dir(ep.directory)
-        if not force:
-            try:
-                if time.time() - ep.spawned.stat().st_mtime < SPAWN_EVERY_SECONDS:
-                    return False
-            except FileNotFoundError:
-                pass
-        ep.spawned.touch(mode=0o600)
-        os.utime(ep.spawned)
-        import subprocess
-
-        with open(ep.log, "ab") as err:
-            os.chmod(ep.log, 0o600)
-            subprocess.Popen(
-                [sys.executable, "-m", "vaultmem", "warm", "serve"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                cwd=str(ep.directory),
-                start_new_session=True,
-                close_fds=True,
-            )
-        return True
-    except OSError:
-        return False
-
-
-def _private_dir(path: Path) -> None:
-    """Create `path` 0700, or make sure an existing one is ours and 0700."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    st = path.stat()
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        raise PermissionError(f"{path} belongs to another user")
-    if st.st_mode & 0o077:
-        os.chmod(path, 0o700)
 
 
 # --- resources kept loaded -------------------------------------------------------------------
@@ -366,48 +180,54 @@ class Service:
         self.started = time.time()
         self.last_request = time.monotonic()
         self.served = 0
+        self.busy_seconds = 0.0  # time spent answering hook requests
         self.stopping = False
         self.code = code_signature()
 
-    def handle(self, message: Any) -> dict[str, Any]:
+    def handle(self, message: bytes) -> tuple[bool, bytes]:
+        """One request (header line, then body) -> (ok, reply body or why not)."""
         from .context import hook_context
         from .injections import CLAUDE_HOOK_WARM
 
-        if not isinstance(message, dict) or message.get("protocol") != PROTOCOL:
-            return {"ok": False, "error": "unsupported request"}
-        op = message.get("op")
-        if op == "status":
-            return {"ok": True, **self.status()}
-        if op == "stop":
+        header, _, body = message.partition(b"\n")
+        words = header.split()
+        if header[: len(MAGIC)] != MAGIC or len(words) < 3:
+            return False, b"unsupported request"
+        op = words[2]
+        if op == b"status":
+            return True, json.dumps(self.status()).encode()
+        if op == b"stop":
             self.stopping = True
-            return {"ok": True}
-        if op != "hook" or not isinstance(message.get("payload"), str):
-            return {"ok": False, "error": "unsupported request"}
-        payload = message["payload"].encode("utf-8", "surrogateescape")
-        self.last_request = time.monotonic()
+            return True, b""
+        if op != b"hook":
+            return False, b"unsupported request"
+        self.last_request = began = time.monotonic()
         with self.resources.lock:
             try:
                 text = hook_context(
-                    payload,
-                    include_memory=bool(message.get("memory", True)),
+                    body,
+                    include_memory=b"memory=0" not in words[3:],
                     resources=self.resources,
                     source=CLAUDE_HOOK_WARM,
                 )
             except Exception as exc:  # noqa: BLE001 - fail open, like the cold hook
-                return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+                why = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else "error"
+                return False, why.encode("utf-8", "replace")
             finally:
                 self.served += 1
                 self.last_request = time.monotonic()
-        return {"ok": True, "text": text}
+                self.busy_seconds += self.last_request - began
+        return True, text.encode("utf-8", "surrogateescape")
 
     def status(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
             "started": self.started,
             "served": self.served,
+            "mean_ms": round(self.busy_seconds * 1000 / self.served, 2) if self.served else None,
             "idle_seconds": round(time.monotonic() - self.last_request, 1),
             "idle_limit": self.endpoint.idle,
-            "socket": str(self.endpoint.socket),
+            "socket": self.endpoint.socket_path,
         }
 
 
@@ -421,12 +241,12 @@ def serve(environ: Mapping[str, str] | None = None) -> str:
     ep = endpoint(environ)
     if ep is None:
         return "the warm service is off (VAULTMEM_WARM_IDLE=0)"
-    _private_dir(ep.directory)
-    lock = open(ep.lock, "a")  # noqa: SIM115 - held for the life of the process
-    os.chmod(ep.lock, 0o600)
+    private_dir(ep.directory)
+    lock_fd = os.open(ep.path(".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
+        os.close(lock_fd)
         return "another warm service is running for this environment"
     service = Service(ep)
     print(warm_up(service.resources), file=sys.stderr, flush=True)
@@ -437,16 +257,19 @@ def serve(environ: Mapping[str, str] | None = None) -> str:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mine: int | None = None
     try:
-        ep.socket.unlink(missing_ok=True)
+        try:
+            os.unlink(ep.socket_path)
+        except FileNotFoundError:
+            pass
         old = os.umask(0o177)
         try:
-            with ep.address() as address:
-                listener.bind(address)
+            ep.bind(listener)
         finally:
             os.umask(old)
-        os.chmod(ep.socket, 0o600)
-        mine = ep.socket.stat().st_ino
+        os.chmod(ep.socket_path, 0o600)
+        mine = os.stat(ep.socket_path).st_ino
         listener.listen(32)
         listener.settimeout(1.0)
         service.last_request = time.monotonic()
@@ -463,12 +286,12 @@ def serve(environ: Mapping[str, str] | None = None) -> str:
     finally:
         listener.close()
         try:
-            if ep.socket.stat().st_ino == mine:
-                ep.socket.unlink()
-        except (OSError, UnboundLocalError):
+            if mine is not None and os.stat(ep.socket_path).st_ino == mine:
+                os.unlink(ep.socket_path)
+        except OSError:
             pass
         service.resources.close()
-        lock.close()
+        os.close(lock_fd)
 
 
 def _should_stop(service: Service, inode: int) -> str:
@@ -477,7 +300,7 @@ def _should_stop(service: Service, inode: int) -> str:
     if time.monotonic() - service.last_request > service.endpoint.idle:
         return f"idle for {service.endpoint.idle} s"
     try:
-        if service.endpoint.socket.stat().st_ino != inode:
+        if os.stat(service.endpoint.socket_path).st_ino != inode:
             return "its socket was replaced"
     except OSError:
         return "its socket was removed"
@@ -511,14 +334,11 @@ def _serve_one(service: Service, conn: socket.socket) -> None:
                     break
                 chunks.append(chunk)
                 size += len(chunk)
-                if size > MAX_REPLY_BYTES:
+                if size > MAX_MESSAGE_BYTES:
                     return
-            try:
-                message = json.loads(b"".join(chunks))
-            except ValueError:
-                message = None
-            reply = {"protocol": PROTOCOL, **service.handle(message)}
-            conn.sendall(json.dumps(reply, ensure_ascii=True).encode("ascii"))
+            ok, body = service.handle(b"".join(chunks))
+            verdict = b"ok" if ok else b"error " + body.replace(b"\n", b" ")[:500]
+            conn.sendall(MAGIC + b" " + verdict + b"\n" + (body if ok else b""))
         except OSError:
             pass
 
@@ -529,10 +349,13 @@ def status(environ: Mapping[str, str] | None = None, timeout: float = 2.0) -> di
     if ep is None:
         return {"running": False, "enabled": False}
     try:
-        reply = request(ep, {"protocol": PROTOCOL, "op": "status"}, timeout)
+        ok, body = request(ep, b"status", b"", timeout)
+        found = json.loads(body) if ok else None
     except (OSError, ValueError):
-        return {"running": False, "enabled": True, "socket": str(ep.socket)}
-    return {"running": True, "enabled": True, **{k: v for k, v in reply.items() if k != "ok"}}
+        found = None
+    if not isinstance(found, dict):
+        return {"running": False, "enabled": True, "socket": ep.socket_path}
+    return {"running": True, "enabled": True, **found}
 
 
 def start(environ: Mapping[str, str] | None = None, wait: float = 60.0) -> dict[str, Any]:
@@ -543,7 +366,7 @@ def start(environ: Mapping[str, str] | None = None, wait: float = 60.0) -> dict[
     found = status(environ, timeout=1.0)
     if found["running"]:
         return found
-    spawn(ep, force=True)
+    spawn(ep, force=True, environ=environ)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         time.sleep(0.1)
@@ -559,7 +382,7 @@ def stop(environ: Mapping[str, str] | None = None) -> bool:
     if ep is None:
         return False
     try:
-        request(ep, {"protocol": PROTOCOL, "op": "stop"}, 2.0)
+        ok, _ = request(ep, b"stop", b"", 2.0)
     except (OSError, ValueError):
         return False
-    return True
+    return ok

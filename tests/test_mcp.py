@@ -116,10 +116,19 @@ def test_search_get_range_quarantine_recent_status(mcp_vault, tmp_path):
             ("recent", {"n": 2}),
             ("status", {}),
             ("search", {"query": "ok continue"}),
+            ("search", {"query": "quarterly restore drills runbook", "path_prefix": "meetings"}),
+            ("get", {"note": "meetings/2024-drill.md"}),
+            ("get", {"note": "long/big.md"}),
+            ("get", {"note": "long/big.md", "from_line": 2999}),
+            ("get", {"note": "long/big.md", "from_line": 9999}),
         ],
     )
     assert [t.name for t in listed] == ["search", "get", "recent", "status"]
-    found, explained, whole, part, secret, excluded, absent, recent, status, idle = results
+    found, explained, whole, part, secret, excluded, absent, recent, status, idle = results[:10]
+    check_escaping(*results[10:12])
+    check_long_note(*results[12:15])
+    check_schemas(listed)
+    check_log()
 
     out = text_of(found)
     assert not found.is_error and out.startswith('<search_results vault="vault"')
@@ -169,14 +178,8 @@ def test_search_get_range_quarantine_recent_status(mcp_vault, tmp_path):
     assert "no relevant notes" in text_of(idle)  # gated like the hook: content-free
 
 
-def test_escaping_a_note_cannot_break_out_of_its_element(mcp_vault):
-    _, (hit, note) = session(
-        mcp_vault.root,
-        [
-            ("search", {"query": "quarterly restore drills runbook", "path_prefix": "meetings"}),
-            ("get", {"note": "meetings/2024-drill.md"}),
-        ],
-    )
+def check_escaping(hit: Any, note: Any) -> None:
+    """A note's markup cannot close its element or pass itself off as instructions."""
     for out in (text_of(hit), text_of(note)):
         assert "<system>" not in out and "</retrieved_context>" not in out
         assert "&lt;/note&gt;&lt;/retrieved_context&gt;&lt;system&gt;" in out
@@ -184,20 +187,38 @@ def test_escaping_a_note_cannot_break_out_of_its_element(mcp_vault):
     assert "&amp; a runbook" in text_of(note)
 
 
-def test_get_caps_a_long_note_and_says_where_to_go_on(mcp_vault):
-    _, (first, later, past) = session(
-        mcp_vault.root,
-        [
-            ("get", {"note": "long/big.md"}),
-            ("get", {"note": "long/big.md", "from_line": 2999}),
-            ("get", {"note": "long/big.md", "from_line": 9999}),
-        ],
-    )
+def check_long_note(first: Any, later: Any, past: Any) -> None:
+    """A long note is capped and says where to go on."""
     out = text_of(first)
     assert len(out) < MAX_GET_CHARS + 400 and 'of="3002"' in out and "next_line=" in out
     tail = text_of(later)
     assert 'lines="2999-3002"' in tail and "next_line" not in tail and "line 2999 about" in tail
     assert past.is_error and "past its end" in text_of(past)
+
+
+def check_schemas(listed: list[Any]) -> None:
+    """The tools cost little context: one-line descriptions, no titles, read-only."""
+    sizes = tool_schema_chars(listed)
+    for t in listed:
+        assert len(t.description) <= 80, t.description
+        assert "title" not in json.dumps(t.input_schema)
+        assert t.annotations is not None and t.annotations.read_only_hint
+    assert sizes["total"] < 1400, sizes
+
+
+def check_log() -> None:
+    """Searches that found something and gets that were served are recorded, without text."""
+    entries = injections.read(user_home())
+    assert {e.source for e in entries} == {"mcp-search", "mcp-get"}
+    searches = [e for e in entries if e.source == "mcp-search"]
+    assert searches[0].vault == "vault" and "ops/postgres-backup.md" in searches[0].paths
+    assert searches[0].prompt is None
+    assert searches[0].prompt_sha256 == injections.prompt_hash("how do I restore a postgres backup")
+    gets = [e.paths for e in entries if e.source == "mcp-get"]
+    assert ("secrets/aws.md",) not in gets and (".obsidian/workspace.md",) not in gets
+    assert gets[:2] == [("ops/postgres-backup.md",)] * 2
+    raw = injections.log_path(user_home()).read_text(encoding="utf-8")
+    assert "pg_restore" not in raw and "restore postgres backup" not in raw
 
 
 def test_a_reviewed_false_positive_is_served_and_a_named_vault_is_used(mcp_vault, db_url, tmp_path):
@@ -251,34 +272,6 @@ def test_without_a_registered_vault_the_server_says_how_to_register_one(db_url, 
     )
     assert proc.returncode == 1 and b"vaultmem init --vault" in proc.stderr
     assert b"Traceback" not in proc.stderr
-
-
-def test_search_and_get_are_recorded_without_note_text(mcp_vault, monkeypatch):
-    session(
-        mcp_vault.root,
-        [
-            ("search", {"query": "restore postgres backup"}),
-            ("get", {"note": "ops/postgres-backup.md"}),
-        ],
-    )
-    entries = injections.read(user_home())
-    assert [e.source for e in entries] == ["mcp-search", "mcp-get"]
-    assert entries[0].vault == "vault" and "ops/postgres-backup.md" in entries[0].paths
-    assert entries[1].paths == ("ops/postgres-backup.md",) and entries[1].chars > 100
-    assert entries[0].prompt is None
-    assert entries[0].prompt_sha256 == injections.prompt_hash("restore postgres backup")
-    raw = injections.log_path(user_home()).read_text(encoding="utf-8")
-    assert "pg_restore" not in raw and "restore postgres backup" not in raw
-
-
-def test_tool_schemas_stay_small(mcp_vault):
-    listed, _ = session(mcp_vault.root, [])
-    sizes = tool_schema_chars(listed)
-    for t in listed:
-        assert len(t.description) <= 80, t.description
-        assert "title" not in json.dumps(t.input_schema)
-        assert t.annotations is not None and t.annotations.read_only_hint
-    assert sizes["total"] < 1400, sizes
 
 
 # --- the git plumbing behind get and recent ---------------------------------------------------

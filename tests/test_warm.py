@@ -205,3 +205,28 @@ def test_the_client_finds_what_config_and_vaults_find(tmp_path, monkeypatch):
     monkeypatch.setenv("VAULTMEM_WARM_IDLE", "60")  # the environment wins, as for settings
     ep = warm_client.endpoint()
     assert ep is not None and ep.directory == str(tmp_path / "elsewhere" / "run")
+
+
+def test_other_environments_leftovers_are_pruned_after_a_week(tmp_path):
+    from vaultmem.warm import STALE_SECONDS, _prune
+    from vaultmem.warm_client import Endpoint
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in (
+        "warm-old.lock",
+        "warm-old.log",
+        "warm-live.lock",
+        "warm-live.sock",
+        "warm-me.log",
+    ):
+        (run / name).write_text("", encoding="utf-8")
+        os.utime(run / name, (0, 0))
+    (run / "warm-new.lock").write_text("", encoding="utf-8")
+    _prune(Endpoint(str(run), "warm-me", 60), now=STALE_SECONDS + 10)
+    assert sorted(os.listdir(run)) == [
+        "warm-live.lock",
+        "warm-live.sock",
+        "warm-me.log",
+        "warm-new.lock",
+    ]

@@ -249,6 +249,7 @@ def serve(environ: Mapping[str, str] | None = None) -> str:
         os.close(lock_fd)
         return "another warm service is running for this environment"
     service = Service(ep)
+    _prune(ep)
     print(warm_up(service.resources), file=sys.stderr, flush=True)
 
     def on_term(signum: int, frame: Any) -> None:
@@ -292,6 +293,30 @@ def serve(environ: Mapping[str, str] | None = None) -> str:
             pass
         service.resources.close()
         os.close(lock_fd)
+
+
+STALE_SECONDS = 7 * 86400
+
+
+def _prune(ep: Endpoint, now: float | None = None) -> None:
+    """Remove other environments' bookkeeping files (lock, log, spawn mark) left for a week
+    with no socket beside them: each vaultmem upgrade or new environment leaves a set."""
+    now = time.time() if now is None else now
+    try:
+        names = os.listdir(ep.directory)
+    except OSError:
+        return
+    live = {n.removesuffix(".sock") for n in names if n.endswith(".sock")}
+    for name in names:
+        stem = name.split(".", 1)[0]
+        if not name.startswith("warm-") or stem == ep.name or stem in live:
+            continue
+        path = os.path.join(ep.directory, name)
+        try:
+            if now - os.stat(path).st_mtime > STALE_SECONDS:
+                os.unlink(path)
+        except OSError:
+            pass
 
 
 def _should_stop(service: Service, inode: int) -> str:

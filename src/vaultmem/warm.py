@@ -8,17 +8,17 @@ Design decisions:
   loaded (`WarmResources`).
 - One service per environment: the socket's name carries a fingerprint of every variable that
   can change an answer (VAULTMEM_*, DATABASE_URL, PG*, HOME, XDG_*_HOME, *_KEY, *_TOKEN) and of
-  vaultmem's own code, and the hook starts the service with its own environment. A hook from
-  another environment, or after an upgrade, never gets an answer computed under other
-  settings: it finds no service and starts its own.
+  vaultmem's own code (`warm_client.fingerprint`), and the hook starts the service with its
+  own environment. A hook from another environment, or after an upgrade, never gets an answer
+  computed under other settings: it finds no service and starts its own.
 - Where: `<vaultmem home>/run/warm-<fingerprint>.sock`, the directory 0700 and the socket 0600;
   the service also checks each peer's uid where the OS reports it. Started on demand by the
   hook (which answers that prompt cold), or by `vaultmem mcp` / `vaultmem warm start`; it stops
   after VAULTMEM_WARM_IDLE seconds without a request, when its socket is taken away, or when
   vaultmem's code changes under it.
-- The client half is `warm_client` (os, socket, sys, time and zlib only: no psycopg, numpy or
-  model, not even json): the hook imports it first and falls back to the cold path whenever
-  the service is absent, slow or unreadable.
+- The client half is `warm_client` (os, sys, time, zlib and `_socket` only: no psycopg, numpy
+  or model, not even json): the hook imports it first and falls back to the cold path
+  whenever the service is absent, slow or unreadable.
 """
 
 from __future__ import annotations
@@ -181,6 +181,7 @@ class Service:
         self.last_request = time.monotonic()
         self.served = 0
         self.busy_seconds = 0.0  # time spent answering hook requests
+        self.cpu_seconds = 0.0  # CPU time (all threads) spent answering them
         self.stopping = False
         self.code = code_signature()
 
@@ -202,6 +203,7 @@ class Service:
         if op != b"hook":
             return False, b"unsupported request"
         self.last_request = began = time.monotonic()
+        cpu = time.process_time()
         with self.resources.lock:
             try:
                 text = hook_context(
@@ -217,6 +219,7 @@ class Service:
                 self.served += 1
                 self.last_request = time.monotonic()
                 self.busy_seconds += self.last_request - began
+                self.cpu_seconds += time.process_time() - cpu
         return True, text.encode("utf-8", "surrogateescape")
 
     def status(self) -> dict[str, Any]:
@@ -225,6 +228,7 @@ class Service:
             "started": self.started,
             "served": self.served,
             "mean_ms": round(self.busy_seconds * 1000 / self.served, 2) if self.served else None,
+            "cpu_ms": round(self.cpu_seconds * 1000 / self.served, 2) if self.served else None,
             "idle_seconds": round(time.monotonic() - self.last_request, 1),
             "idle_limit": self.endpoint.idle,
             "socket": self.endpoint.socket_path,

@@ -237,3 +237,9 @@ def test_the_documented_claude_mcp_add_line_matches():
     line = claude_mcp_add_command("user", "notes")
     assert line.startswith("claude mcp add --scope user vaultmem -- ")
     assert line.endswith(" mcp --vault notes")
+
+
+def test_no_mcp_goes_with_claude(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["hooks", "install", "--no-mcp"])
+    assert result.exit_code == 2 and "--claude" in result.output

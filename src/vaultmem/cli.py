@@ -439,11 +439,15 @@ def _claude_options(f: Any) -> Any:
     )(f)
 
 
-def _claude_scope(claude: bool, scope: str | None, project_dir: Path | None) -> tuple[str, Path]:
+def _claude_scope(
+    claude: bool, scope: str | None, project_dir: Path | None, no_mcp: bool = False
+) -> tuple[str, Path]:
     """The settings scope and project directory for --claude; a usage error without it."""
     if not claude:
-        if scope is not None or project_dir is not None:
-            raise click.UsageError("--project, --shared, --user and --project-dir go with --claude")
+        if scope is not None or project_dir is not None or no_mcp:
+            raise click.UsageError(
+                "--project, --shared, --user, --project-dir and --no-mcp go with --claude"
+            )
         return "", Path()
     from .errors import NotAGitRepo
     from .gitdiff import repo_root
@@ -488,7 +492,7 @@ def hooks_install(
     """
     from . import git_hooks, vaults
 
-    scope, project_dir = _claude_scope(claude, scope, project_dir)
+    scope, project_dir = _claude_scope(claude, scope, project_dir, no_mcp)
     if claude:
         from .claude_settings import install_claude_hook
 
@@ -524,7 +528,7 @@ def hooks_uninstall(
     """
     from . import git_hooks
 
-    scope, project_dir = _claude_scope(claude, scope, project_dir)
+    scope, project_dir = _claude_scope(claude, scope, project_dir, no_mcp)
     if claude:
         from .claude_settings import claude_hook_status, uninstall_claude_hook
 

@@ -270,7 +270,7 @@ def test_without_a_registered_vault_the_server_says_how_to_register_one(db_url, 
         capture_output=True,
         timeout=120,
     )
-    assert proc.returncode == 1 and b"vaultmem init --vault" in proc.stderr
+    assert proc.returncode == 2 and b"vaultmem init --vault" in proc.stderr
     assert b"Traceback" not in proc.stderr
 
 

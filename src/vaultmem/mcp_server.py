@@ -32,7 +32,7 @@ from pydantic import Field
 
 from . import injections
 from .context import cut_escaped, escape_attr, escape_text
-from .errors import VaultmemError
+from .errors import ConfigError, VaultmemError
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -103,7 +103,8 @@ class VaultTools:
         user = vaults.load()
         entry = vaults.resolve(user, self.vault, cwd=self.cwd)
         if entry is None:
-            raise VaultmemError(vaults.NO_VAULT_HINT)
+            # No vault to read is a setting error (exit 2).
+            raise ConfigError(vaults.NO_VAULT_HINT)
         return Target(entry, load_settings(entry.path, user=user))
 
     def _index(self, conn: Conn, target: Target) -> Vault:

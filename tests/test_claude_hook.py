@@ -300,6 +300,7 @@ def test_scope_flags_need_claude(tmp_path, monkeypatch):
 
 def test_claude_install_is_a_hidden_alias(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # it registers the MCP server too
     runner = CliRunner()
     result = runner.invoke(cli, ["claude-install", "--project-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output

@@ -43,11 +43,16 @@ def _isolated_env(
     for k, v in GIT_ENV.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("VAULTMEM_EMBEDDING_PROVIDER", "hash")
+    # Hooks run cold unless a test asks for the warm service (tests/test_warm.py): a service per
+    # test's environment would outlive the test.
+    monkeypatch.setenv("VAULTMEM_WARM_IDLE", "0")
     # The registry of vaults (vaults.config_path) is the user's own file: one per test.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
     # The hook gives up after 3 s by default; a loaded test machine can take longer to import
     # psycopg. Tests of the timeout itself pass --timeout.
     monkeypatch.setenv("VAULTMEM_HOOK_TIMEOUT", "60")
+    # ...and so is vaultmem's home (the injection log, the hook's claims, the warm service).
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
 
 
 @pytest.fixture(scope="session")

@@ -252,7 +252,9 @@ def test_hooks_install_status_uninstall_claude(tmp_path, monkeypatch):
 
     result = runner.invoke(cli, ["hooks", "status", "--claude", "--json", *where])
     assert result.exit_code == 0, result.output
-    project_state, shared_state, user_state = json.loads(result.output)
+    project_state, shared_state, user_state = [
+        s for s in json.loads(result.output) if s["name"] == "claude-code"
+    ]
     assert shared_state["scope"] == "shared" and not shared_state["installed"]
     assert project_state["scope"] == "project" and project_state["installed"]
     assert project_state["executable_ok"] and project_state["command"] == ours["command"]
@@ -298,6 +300,7 @@ def test_scope_flags_need_claude(tmp_path, monkeypatch):
 
 def test_claude_install_is_a_hidden_alias(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # it registers the MCP server too
     runner = CliRunner()
     result = runner.invoke(cli, ["claude-install", "--project-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output

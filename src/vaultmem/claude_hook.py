@@ -2,19 +2,27 @@
 
 Design decision: Claude Code starts a new process for every prompt, so start-up is most of what
 the hook costs. `vaultmem claude-hook` is dispatched here by `__main__.main` before click and the
-rest of the CLI are imported; this module parses its two options with the standard library and
-imports the search stack (psycopg, numpy, the embedder) only inside the bounded worker, so even
-a slow import counts against the timeout. Every failure fails open: nothing printed, exit 0.
+rest of the CLI are imported; this module parses its two options with the standard library. It
+asks the warm service first (`warm_client`, standard library only); only without one does it
+import the search stack (psycopg, numpy, the embedder), inside the bounded worker, so even a
+slow import counts against the timeout. Every failure fails open: nothing printed, exit 0.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+import time
+
+# Not `typing.TYPE_CHECKING`: on the warm path every import counts (see warm_client.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import NoReturn
 
 DEFAULT_TIMEOUT = 3.0
+# The share of the timeout the warm service gets before the cold path takes over.
+WARM_SHARE = 0.5
 
 
 def default_timeout() -> float:
@@ -50,14 +58,29 @@ def parse_args(argv: Sequence[str]) -> tuple[float, bool] | None:
 
 
 def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoReturn:
-    """Read the hook JSON on stdin, print the context block (or nothing), exit 0."""
+    """Read the hook JSON on stdin, print the context block (or nothing), exit 0.
+
+    The warm service answers first when it runs (`warm_client.ask`); without
+    it, or when it does not answer within half the budget, the cold path runs in what is left.
+    """
     quiet_openmp()
-    from .context import hook_context, run_bounded
+    started = time.monotonic()
+    out: str | None = None
+    payload = read_stdin(timeout)
+    if payload is not None:
+        try:
+            from .warm_client import ask
 
-    def build() -> str:
-        return hook_context(sys.stdin.buffer.read(), include_memory=include_memory)
+            out = ask(payload, include_memory, timeout * WARM_SHARE)
+        except Exception:  # noqa: BLE001 - fail open: the cold path decides
+            out = None
+        if out is None:
+            from .context import hook_context, run_bounded
 
-    out = run_bounded(build, timeout)
+            def build() -> str:
+                return hook_context(payload, include_memory=include_memory)
+
+            out = run_bounded(build, max(0.0, timeout - (time.monotonic() - started)))
     if out:
         from .terminal import clean
 
@@ -65,6 +88,29 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
         sys.stdout.buffer.write(out.encode("utf-8") + b"\n")
     sys.stdout.flush()
     os._exit(0)  # a timed-out worker may still hold a socket or an import: do not wait for it
+
+
+def read_stdin(timeout: float) -> bytes | None:
+    """All of stdin, or None when it does not reach its end within `timeout` seconds."""
+    import select
+
+    fd = sys.stdin.fileno()
+    deadline = time.monotonic() + timeout
+    chunks: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        try:
+            ready, _, _ = select.select([fd], [], [], left)
+        except (OSError, ValueError):
+            return sys.stdin.buffer.read()  # not selectable (a regular file): it cannot block
+        if not ready:
+            return None
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
 
 
 def quiet_openmp() -> None:

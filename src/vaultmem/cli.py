@@ -462,6 +462,11 @@ def verify(vault: str | None, deep: bool, as_json: bool) -> None:
 def _claude_options(f: Any) -> Any:
     """--claude with its scope (--project / --user) and --project-dir."""
     f = click.option(
+        "--no-mcp",
+        is_flag=True,
+        help="With --claude: leave the MCP server (`vaultmem mcp`) out; only the hook.",
+    )(f)
+    f = click.option(
         "--project-dir",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
@@ -492,11 +497,15 @@ def _claude_options(f: Any) -> Any:
     )(f)
 
 
-def _claude_scope(claude: bool, scope: str | None, project_dir: Path | None) -> tuple[str, Path]:
+def _claude_scope(
+    claude: bool, scope: str | None, project_dir: Path | None, no_mcp: bool = False
+) -> tuple[str, Path]:
     """The settings scope and project directory for --claude; a usage error without it."""
     if not claude:
-        if scope is not None or project_dir is not None:
-            raise click.UsageError("--project, --shared, --user and --project-dir go with --claude")
+        if scope is not None or project_dir is not None or no_mcp:
+            raise click.UsageError(
+                "--project, --shared, --user, --project-dir and --no-mcp go with --claude"
+            )
         return "", Path()
     from .errors import NotAGitRepo
     from .gitdiff import repo_root
@@ -524,7 +533,12 @@ def hooks_group() -> None:
     help="Write the git hooks even into a core.hooksPath folder inside the work tree.",
 )
 def hooks_install(
-    vault: str | None, claude: bool, scope: str | None, project_dir: Path | None, force: bool
+    vault: str | None,
+    claude: bool,
+    scope: str | None,
+    project_dir: Path | None,
+    force: bool,
+    no_mcp: bool,
 ) -> None:
     """Add vaultmem to post-commit, post-merge, post-rewrite, post-checkout and
     reference-transaction (which sees `git reset` and other moves of HEAD).
@@ -544,16 +558,27 @@ def hooks_install(
     .claude/settings.local.json (--project, the default: per user, git-ignored),
     .claude/settings.json (--shared, committed by teams) or ~/.claude/settings.json (--user),
     merged without touching other hooks or settings. For one session only, use
-    bin/agent-with-memory.
+    bin/agent-with-memory. The MCP server `vaultmem mcp` (tools search, get, recent,
+    status) is registered too, in your ~/.claude.json as `claude mcp add` does (--user:
+    user scope; --project and --shared: local scope, this project only), never in the
+    committed .mcp.json; --no-mcp leaves it out. --vault NAME makes it serve that vault.
     """
     from . import git_hooks, vaults
 
-    scope, project_dir = _claude_scope(claude, scope, project_dir)
+    scope, project_dir = _claude_scope(claude, scope, project_dir, no_mcp)
     if claude:
         from .claude_settings import install_claude_hook
 
         path = install_claude_hook(scope, project_dir)
         _echo(f"Claude Code UserPromptSubmit hook registered in {path}")
+        if not no_mcp:
+            from .claude_mcp import claude_mcp_add_command, install_mcp_server
+
+            mcp_scope, where = install_mcp_server(scope, project_dir, vault=vault)
+            _echo(
+                f"Claude Code MCP server `vaultmem` registered ({mcp_scope} scope) in {where}; "
+                f"the same as: {claude_mcp_add_command(scope, vault)}"
+            )
         return
     root = _vault_root(vault)
     entry, _ = _register(root)
@@ -571,17 +596,19 @@ def hooks_install(
 @vault_option
 @_claude_options
 def hooks_uninstall(
-    vault: str | None, claude: bool, scope: str | None, project_dir: Path | None
+    vault: str | None, claude: bool, scope: str | None, project_dir: Path | None, no_mcp: bool
 ) -> None:
     """Remove vaultmem's block from the hooks, keeping anything else in them.
 
-    With --claude: remove the UserPromptSubmit hook from the scope's settings.json instead.
+    With --claude: remove the UserPromptSubmit hook from the scope's settings.json instead,
+    and the MCP server from the matching scope of ~/.claude.json (a local-scope server stays
+    while the project's other settings file still registers the hook; --no-mcp keeps it).
     """
     from . import git_hooks
 
-    scope, project_dir = _claude_scope(claude, scope, project_dir)
+    scope, project_dir = _claude_scope(claude, scope, project_dir, no_mcp)
     if claude:
-        from .claude_settings import uninstall_claude_hook
+        from .claude_settings import claude_hook_status, uninstall_claude_hook
 
         path, removed_hook = uninstall_claude_hook(scope, project_dir)
         _echo(
@@ -589,6 +616,16 @@ def hooks_uninstall(
             if removed_hook
             else f"no vaultmem Claude Code hook in {path}"
         )
+        sibling = {"project": "shared", "shared": "project"}.get(scope)
+        if not no_mcp and not (sibling and claude_hook_status(sibling, project_dir).installed):
+            from .claude_mcp import uninstall_mcp_server
+
+            mcp_scope, dropped = uninstall_mcp_server(scope, project_dir)
+            _echo(
+                f"Claude Code MCP server removed ({mcp_scope} scope)"
+                if dropped
+                else f"no vaultmem MCP server registered ({mcp_scope} scope)"
+            )
         return
     root = _vault_root(vault)
     removed = git_hooks.uninstall(root)
@@ -616,6 +653,7 @@ def hooks_status(
     user settings.json. Exit 1 when a git hook is missing (the Claude Code hook is optional).
     """
     from . import git_hooks
+    from .claude_mcp import mcp_server_status
     from .claude_settings import claude_hook_status
 
     _, project_dir = _claude_scope(True, None, project_dir)
@@ -624,11 +662,13 @@ def hooks_status(
         claude_hook_status("shared", project_dir),
         claude_hook_status("user"),
     ]
+    servers = [mcp_server_status("local", project_dir), mcp_server_status("user")]
     items = [] if claude_only else git_hooks.status(_vault_root(vault))
     if as_json:
         _print_json(
             [{**h.__dict__, "path": str(h.path)} for h in items]
             + [{"name": "claude-code", **c.__dict__, "path": str(c.path)} for c in claude]
+            + [{"name": "claude-mcp", **m.__dict__, "path": str(m.path)} for m in servers]
         )
     else:
         for h in items:
@@ -653,6 +693,20 @@ def hooks_status(
                     f"`vaultmem hooks install --claude --{c.scope}` again"
                 )
             _echo(f"claude-code ({c.scope}): {state}  {c.path}")
+        for m in servers:
+            if m.problem:
+                state = f"unreadable: {m.problem}"
+            elif not m.installed:
+                state = "not registered"
+            elif m.executable_ok:
+                state = f"registered ({m.command})"
+            else:
+                hook_scope = "user" if m.scope == "user" else "project"
+                state = (
+                    f"registered but its program is gone ({m.command}): run "
+                    f"`vaultmem hooks install --claude --{hook_scope}` again"
+                )
+            _echo(f"claude-mcp ({m.scope}): {state}  {m.path}")
     if not all(h.installed for h in items):
         sys.exit(1)
 
@@ -1289,6 +1343,13 @@ def query_cmd(
     show_default=True,
     help="With --fail-open: give up after this many seconds.",
 )
+@click.option(
+    "--record-as",
+    type=click.Choice(["wrapper"]),
+    default=None,
+    hidden=True,
+    help="Record what is printed in the injection log as this source (bin/agent-with-memory).",
+)
 @vault_option
 def context_cmd(
     text: str,
@@ -1297,6 +1358,7 @@ def context_cmd(
     memory_only: bool,
     fail_open: bool,
     timeout: float,
+    record_as: str | None,
     vault: str | None,
 ) -> None:
     """Print the context block for TEXT: preferences, then relevant notes, fenced as data.
@@ -1319,8 +1381,9 @@ def context_cmd(
         if entry is None:
             notices.append(NO_VAULT_HINT)
         root = entry.path if entry is not None else None
+        settings = load_settings(root)
         result = context.build_context(
-            load_settings(root),
+            settings,
             text,
             vault_root=root,
             include_memory=memory,
@@ -1328,6 +1391,20 @@ def context_cmd(
             max_chars=max_chars,
         )
         notices.extend(result.notices)
+        if record_as:
+            from . import injections
+            from .config import user_home
+
+            injections.record(
+                user_home(),
+                enabled=settings.log_injections,
+                keep_prompt=settings.log_prompts,
+                source=record_as,
+                vault=entry.name if entry is not None else None,
+                prompt=text,
+                paths=result.paths,
+                chars=len(result.text),
+            )
         return result.text
 
     if not fail_open:
@@ -1384,7 +1461,120 @@ def claude_hook(timeout: float, memory: bool) -> None:
 @click.pass_context
 def claude_install(ctx: click.Context, scope: str | None, project_dir: Path | None) -> None:
     """Old name of `vaultmem hooks install --claude` (kept so existing scripts work)."""
-    ctx.invoke(hooks_install, vault=None, claude=True, scope=scope, project_dir=project_dir)
+    ctx.invoke(
+        hooks_install, vault=None, claude=True, scope=scope, project_dir=project_dir, no_mcp=False
+    )
+
+
+# --- the warm service, the MCP server and the injection log ------------------------------------
+
+
+@cli.group(name="warm")
+def warm_group() -> None:
+    """The warm query service that keeps the model and a connection loaded for the per-prompt
+    hook (p50 of tens of milliseconds instead of a cold process). The hook starts it on demand
+    and it stops after VAULTMEM_WARM_IDLE seconds without a request; one runs per environment,
+    on a 0600 unix socket in the vaultmem home."""
+
+
+@warm_group.command(name="status")
+@json_option
+def warm_status(as_json: bool) -> None:
+    """Is the warm service for this environment running, and how busy is it."""
+    from . import warm
+
+    found = warm.status()
+    if as_json:
+        _print_json(found)
+    elif not found.get("enabled"):
+        _echo("warm service: off (VAULTMEM_WARM_IDLE=0): every prompt runs cold")
+    elif found["running"]:
+        _echo(
+            f"warm service: running, pid {found['pid']}, {found['served']} requests served, "
+            f"idle {found['idle_seconds']} s of {found['idle_limit']} s  {found['socket']}"
+        )
+    else:
+        _echo("warm service: not running (the next prompt starts it, or `vaultmem warm start`)")
+
+
+@warm_group.command(name="start")
+def warm_start() -> None:
+    """Start the warm service for this environment (if it is not running) and wait for it."""
+    from . import warm
+
+    found = warm.start()
+    if not found.get("enabled"):
+        raise VaultmemError("the warm service is off: VAULTMEM_WARM_IDLE is 0")
+    if not found["running"]:
+        raise VaultmemError(
+            "the warm service did not start: see the .log file next to its socket in "
+            f"{found.get('socket', 'the vaultmem home')!s}"
+        )
+    _echo(f"warm service running, pid {found['pid']}")
+
+
+@warm_group.command(name="stop")
+def warm_stop() -> None:
+    """Stop the warm service for this environment."""
+    from . import warm
+
+    _echo("warm service stopped" if warm.stop() else "no warm service was running")
+
+
+@warm_group.command(name="serve")
+def warm_serve() -> None:
+    """Run the warm service in the foreground (what the hook starts in the background)."""
+    from . import warm
+
+    _echo(f"warm service ended: {warm.serve()}", err=True)
+
+
+@cli.command(name="mcp")
+@click.option(
+    "--vault",
+    "vault",
+    type=str,
+    help="A registered vault (name or path). Default: the registered vault holding the "
+    "current directory, else VAULTMEM_VAULT, else the default vault.",
+)
+def mcp_cmd(vault: str | None) -> None:
+    """Run the MCP server on stdio (for Claude Code): tools search, get, recent and status
+    over your registered vault. `vaultmem hooks install --claude` registers it."""
+    from .mcp_server import run
+
+    run(vault)
+
+
+@cli.command(name="log")
+@click.option(
+    "--last",
+    "last",
+    type=click.IntRange(1, None),
+    default=20,
+    show_default=True,
+    help="How many of the latest injections to show.",
+)
+@json_option
+def log_cmd(last: int, as_json: bool) -> None:
+    """Show what the agents were given: every injection of the hook, the wrapper and the MCP
+    tools (time, source, vault, prompt hash, paths, characters), newest last. Kept in the
+    vaultmem home, at most ~2 MiB; never the note text (VAULTMEM_LOG_PROMPTS=1 keeps prompts)."""
+    from . import injections
+    from .config import user_home
+
+    entries = injections.read(user_home(), last)
+    if as_json:
+        _print_json([e.to_dict() for e in entries])
+        return
+    if not entries:
+        _echo("no injections recorded", err=True)
+        return
+    for e in entries:
+        prompt = f" {e.prompt!r}" if e.prompt is not None else ""
+        _echo(
+            f"{e.time}  {e.source:<16} {e.vault or '-'}  prompt {e.prompt_sha256}{prompt}  "
+            f"{e.chars} chars  {', '.join(e.paths)}"
+        )
 
 
 def main() -> None:

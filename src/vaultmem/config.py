@@ -107,6 +107,22 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "Minimum relevance for a hit to be injected: the fused score, 0 to 1, that "
         "`vaultmem query --explain` shows.",
     ),
+    "VAULTMEM_LOG_INJECTIONS": (
+        "1",
+        "Record every injection (hook, wrapper, MCP search and get) in the local log that "
+        "`vaultmem log` shows: time, vault, a hash of the prompt, paths and characters. "
+        "0: keep no log.",
+    ),
+    "VAULTMEM_LOG_PROMPTS": (
+        "0",
+        "1: the injection log also keeps each prompt's text (by default only its hash).",
+    ),
+    "VAULTMEM_WARM_IDLE": (
+        "1800",
+        "Seconds the warm query service (which keeps the model and a connection loaded for "
+        "the per-prompt hook) stays up without a request. 0: no warm service, every prompt "
+        "runs cold.",
+    ),
 }
 
 SECRET_NAMES = ("PASSWORD", "API_KEY", "TOKEN", "SECRET")
@@ -151,6 +167,9 @@ class Settings:
     min_score: float
     # Names (never values) that the vault's .env tried to set and was not allowed to.
     ignored_vault_env: tuple[str, ...] = ()
+    log_injections: bool = True
+    log_prompts: bool = False
+    warm_idle: int = 1800
 
     def redacted(self) -> dict[str, str]:
         """Settings as strings, safe to print: secrets masked, passwords cut out of URLs."""
@@ -171,6 +190,16 @@ def default_home(env: Mapping[str, str]) -> Path:
         return Path(env["VAULTMEM_HOME"]).expanduser()
     base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base).expanduser() / "vaultmem"
+
+
+def user_home(user: UserConfig | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """vaultmem's own directory for this user, whichever vault is at hand: the injection log
+    and the warm service live here. VAULTMEM_HOME from the environment, else from the
+    registry's `[settings]`, else the default. (A vault's registered `home` names where that
+    vault's bundled database lives; it does not move these.)"""
+    env_now = os.environ if environ is None else environ
+    user = user if user is not None else load_user_config(env_now)
+    return default_home({**user.settings, **env_now})
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -195,6 +224,15 @@ def _float(env: Mapping[str, str], name: str) -> float:
         raise ConfigError(
             f"{name} must be a number, got {raw!r}: fix it in .env or the environment"
         ) from None
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or SETTINGS[name][0]).strip().lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be 1 or 0, got {raw!r}: fix it in the environment")
 
 
 def read_vault_env(vault: Path) -> tuple[dict[str, str], tuple[str, ...]]:
@@ -303,4 +341,7 @@ def load_settings(
         context_max_chars=_int(env, "VAULTMEM_CONTEXT_MAX_CHARS"),
         min_score=_float(env, "VAULTMEM_MIN_SCORE"),
         ignored_vault_env=ignored,
+        log_injections=_flag(env, "VAULTMEM_LOG_INJECTIONS"),
+        log_prompts=_flag(env, "VAULTMEM_LOG_PROMPTS"),
+        warm_idle=max(0, _int(env, "VAULTMEM_WARM_IDLE")),
     )

@@ -25,9 +25,12 @@ from typing import TYPE_CHECKING, Protocol
 from .errors import VaultmemError
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from . import db
     from .config import Settings
     from .db import Conn
+    from .embed import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +138,13 @@ def render_context(hits: Sequence[RenderableHit], *, max_chars: int = 2500) -> s
     Returns "" when there are no hits or not even one entry fits. When the budget is tight the
     weakest hits are dropped before any entry is cut below MIN_ENTRY_TEXT characters.
     """
+    return fit_context(hits, max_chars=max_chars)[0]
+
+
+def fit_context(
+    hits: Sequence[RenderableHit], *, max_chars: int = 2500
+) -> tuple[str, list[RenderableHit]]:
+    """`render_context`'s block and the hits it holds (the injection log records their paths)."""
     hits = [h for h in hits if h.text.strip()]
     head = f"<{CONTEXT_TAG}>\n{CONTEXT_PREAMBLE}\n"
     tail = f"</{CONTEXT_TAG}>"
@@ -151,7 +161,7 @@ def render_context(hits: Sequence[RenderableHit], *, max_chars: int = 2500) -> s
             break
         n -= 1
     if n == 0:
-        return ""
+        return "", []
     parts = [head]
     for open_tag, body, room in zip(opens[:n], bodies[:n], alloc, strict=True):
         if len(body) > room:
@@ -160,7 +170,7 @@ def render_context(hits: Sequence[RenderableHit], *, max_chars: int = 2500) -> s
     parts.append(tail)
     out = "".join(parts)
     assert len(out) <= max_chars, (len(out), max_chars)
-    return out
+    return out, hits[:n]
 
 
 def render_memory(text: str, max_chars: int = 1500, *, source: str = "MEMORY.md") -> str:
@@ -264,6 +274,35 @@ class ContextResult:
 
     text: str
     notices: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()  # what the text holds: the preferences source, then notes
+
+
+class Resources(Protocol):
+    """Where `build_context` gets its connection and embedder. The default opens and closes a
+    connection per call and makes a new embedder (`ColdResources`); a long-lived process (the
+    warm service, the MCP server) passes one that keeps both loaded (`warm.WarmResources`)."""
+
+    def connection(
+        self, settings: Settings, *, start: bool, timeout: int
+    ) -> AbstractContextManager[Conn]: ...
+
+    def embedder(self, settings: Settings) -> Embedder: ...
+
+
+class ColdResources:
+    """A new connection per call (closed after it) and a new embedder: one-shot processes."""
+
+    def connection(
+        self, settings: Settings, *, start: bool, timeout: int
+    ) -> AbstractContextManager[Conn]:
+        from . import db
+
+        return db.connect(settings, start=start, timeout=timeout)
+
+    def embedder(self, settings: Settings) -> Embedder:
+        from .embed import get_embedder
+
+        return get_embedder(settings)
 
 
 def build_context(
@@ -278,6 +317,7 @@ def build_context(
     start_db: bool = False,
     db_timeout: int = 3,
     claim: tuple[Path, str] | None = None,
+    resources: Resources | None = None,
 ) -> ContextResult:
     """Layer B (preferences) then Layer A (notes relevant to `prompt`), or "" if neither has any.
 
@@ -286,9 +326,12 @@ def build_context(
     read. Does not start the bundled database unless `start_db` (a per-prompt hook must stay
     fast). `claim` (a directory and a key) makes a second call for the same key within
     DUPLICATE_WINDOW_SECONDS add no notes. Database errors propagate when notes are wanted;
-    callers that must fail open catch them.
+    callers that must fail open catch them. `resources` supplies the connection and embedder
+    (default: `ColdResources`).
     """
     from . import db, query
+
+    res = resources if resources is not None else ColdResources()
 
     notices: list[str] = []
     prefs: Preferences | None = None
@@ -304,49 +347,52 @@ def build_context(
     if needs_db:
         assert vault_root is not None
         try:
-            conn = db.connect(settings, start=start_db, timeout=db_timeout)
+            opened = res.connection(settings, start=start_db, timeout=db_timeout)
         except VaultmemError:
             if wants_notes:
                 raise
-            conn = None  # preferences only: fall back to the user's own file below
-        if conn is not None:
-            with conn:
+            opened = None  # preferences only: fall back to the user's own file below
+        if opened is not None:
+            with opened as conn:
                 vault = db.find_vault(conn, vault_root)
                 if vault is not None:
                     if include_memory and prefs is None:
                         prefs = vault_preferences(conn, vault)
                     if wants_notes:
-                        hits = _search(conn, settings, vault, prompt, k)
+                        hits = _search(conn, settings, vault, prompt, k, res.embedder(settings))
     if include_memory and (prefs is None or (not prefs.text.strip() and prefs.vault_path)):
         if prefs is not None and prefs.notice:
             notices.append(prefs.notice)
         own = user_preferences(settings)
         prefs = own if own is not None else prefs
     blocks: list[str] = []
+    paths: list[str] = []
     if prefs is not None:
         if prefs.notice and prefs.notice not in notices:
             notices.append(prefs.notice)
         block = render_memory(prefs.text, settings.memory_max_chars, source=prefs.source or "")
         if block:
             blocks.append(block)
+            paths.append(prefs.vault_path or prefs.source or "")
         if prefs.vault_path:
             # The preferences file is already in Layer B; do not spend Layer A's budget on it.
             hits = [h for h in hits if h.path != prefs.vault_path]
     if hits:
-        block = render_context(
+        block, shown = fit_context(
             hits, max_chars=settings.context_max_chars if max_chars is None else max_chars
         )
         if block:
             blocks.append(block)
-    return ContextResult("\n\n".join(blocks), tuple(notices))
+            paths.extend(h.path for h in shown)
+    return ContextResult("\n\n".join(blocks), tuple(notices), tuple(paths))
 
 
-def _search(conn: Conn, settings: Settings, vault: db.Vault, prompt: str, k: int) -> list:
+def _search(
+    conn: Conn, settings: Settings, vault: db.Vault, prompt: str, k: int, embedder: Embedder
+) -> list:
     from . import query, store
-    from .embed import get_embedder
     from .freshness import fresh_hits
 
-    embedder = get_embedder(settings)
     hits = query.search(conn, vault.id, prompt, embedder, k=k, min_score=settings.min_score)
     # A reset or checkout that ran no hook: never hand out a note HEAD no longer holds.
     watermark = store.state(conn, vault.id).watermark
@@ -398,16 +444,23 @@ def _display(path: Path | None) -> str:
 # --- Claude Code hook and fail-open helpers --------------------------------------------------
 
 
-def hook_context(payload: bytes | str, *, include_memory: bool = True) -> str:
+def hook_context(
+    payload: bytes | str,
+    *,
+    include_memory: bool = True,
+    resources: Resources | None = None,
+    source: str = "claude-hook",
+) -> str:
     """The context for one Claude Code UserPromptSubmit payload (JSON with `prompt`, `cwd`...).
 
     The vault is the registered vault holding the payload's `cwd`, else VAULTMEM_VAULT, else
     the default vault (`vaults.resolve`): a repository Claude Code was opened in is never read
     unless the user registered it. Raises on bad input or an unreachable database;
-    `claude-hook` turns every failure into no output.
+    `claude-hook` turns every failure into no output. What is injected is recorded in the
+    injection log (`injections`) as coming from `source`.
     """
-    from . import vaults
-    from .config import load_settings
+    from . import injections, vaults
+    from .config import load_settings, user_home
 
     data = json.loads(payload)
     if not isinstance(data, dict):
@@ -427,9 +480,25 @@ def hook_context(payload: bytes | str, *, include_memory: bool = True) -> str:
     claim = None
     if isinstance(session, str) and session:
         claim = (settings.home / "run" / "claude-hook", f"{session}\0{prompt}")
-    return build_context(
-        settings, prompt, vault_root=root, include_memory=include_memory, claim=claim
-    ).text
+    result = build_context(
+        settings,
+        prompt,
+        vault_root=root,
+        include_memory=include_memory,
+        claim=claim,
+        resources=resources,
+    )
+    injections.record(
+        user_home(user),
+        enabled=settings.log_injections,
+        keep_prompt=settings.log_prompts,
+        source=source,
+        vault=entry.name if entry is not None else None,
+        prompt=prompt,
+        paths=result.paths,
+        chars=len(result.text),
+    )
+    return result.text
 
 
 def run_bounded(fn: Callable[[], str], seconds: float) -> str | None:

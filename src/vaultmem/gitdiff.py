@@ -371,3 +371,71 @@ class BlobReader:
         if proc.stdout is not None:
             proc.stdout.close()
         self._stderr.close()
+
+
+def tree_entry(repo: Path, commit: str, path: str) -> tuple[str, str] | None:
+    """The (mode, object sha) of the file `path` in `commit`'s tree; None when it holds none
+    (absent, or a folder). The path is taken literally, never as a pattern."""
+    _check_rev(commit)
+    proc = _git(repo, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", commit, "--", path)
+    for record in proc.stdout.split(b"\0"):
+        meta, sep, name = record.partition(b"\t")
+        parts = meta.split(b" ")
+        if sep and len(parts) == 3 and os.fsdecode(name) == path and parts[1] != b"tree":
+            return parts[0].decode("ascii"), parts[2].decode("ascii")
+    return None
+
+
+@dataclass(frozen=True)
+class LoggedCommit:
+    """One commit of `git log`: its sha, committer date (ISO 8601), subject and the paths its
+    diff against its first parent names (none for a merge)."""
+
+    sha: str
+    date: str
+    subject: str
+    paths: tuple[str, ...]
+
+
+_LOG_START_RE = re.compile(rb"\x01[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def recent_commits(repo: Path, commit: str, max_commits: int) -> list[LoggedCommit]:
+    """The latest `max_commits` commits reachable from `commit`, newest first, with the paths
+    each one changed (deletions included)."""
+    _check_rev(commit)
+    proc = _git(
+        repo,
+        "log",
+        "-z",
+        "--name-only",
+        "--no-renames",
+        "--format=%x01%H%x00%cI%x00%s",
+        f"--max-count={max(1, int(max_commits))}",
+        commit,
+        "--",
+    )
+    out: list[LoggedCommit] = []
+    fields = proc.stdout.split(b"\0")
+    i = 0
+    while i < len(fields):
+        if not _LOG_START_RE.fullmatch(fields[i]) or i + 2 >= len(fields):
+            i += 1
+            continue
+        sha, date, subject = fields[i][1:], fields[i + 1], fields[i + 2]
+        i += 3
+        paths: list[str] = []
+        while i < len(fields) and not _LOG_START_RE.fullmatch(fields[i]):
+            name = fields[i][1:] if not paths and fields[i].startswith(b"\n") else fields[i]
+            if name:
+                paths.append(os.fsdecode(name))
+            i += 1
+        out.append(
+            LoggedCommit(
+                sha.decode("ascii"),
+                date.decode("ascii", "replace"),
+                subject.decode("utf-8", "replace"),
+                tuple(paths),
+            )
+        )
+    return out

@@ -1,0 +1,153 @@
+"""The injection log: what each agent was given from the vaults, recorded locally.
+
+Design decision: one JSON object per line in `<vaultmem home>/log/injections.jsonl` (directory
+0700, file 0600), appended with O_APPEND so concurrent hooks, the warm service and MCP servers
+never interleave a record. A record names the time, where it came from (`claude-hook`, the
+wrapper, `mcp-search`, `mcp-get`), the vault, a hash of the prompt (the text itself only when
+VAULTMEM_LOG_PROMPTS=1), the paths injected and how many characters: never the note text.
+Retention is bounded by size: past MAX_BYTES the file is renamed to `injections.jsonl.1`
+(replacing the older one), so the log never holds more than about 2 x MAX_BYTES.
+Recording never raises: an injection must not fail because its log could not be written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+LOG_NAME = "injections.jsonl"
+MAX_BYTES = 1 << 20  # per file; one older file is kept
+PROMPT_HASH_CHARS = 16
+
+# Where an injection came from (the `source` of a record).
+CLAUDE_HOOK = "claude-hook"
+CLAUDE_HOOK_WARM = "claude-hook/warm"
+WRAPPER = "wrapper"
+MCP_SEARCH = "mcp-search"
+MCP_GET = "mcp-get"
+
+
+@dataclass(frozen=True)
+class Injection:
+    """One thing an agent was given."""
+
+    time: str  # ISO 8601, UTC, to the millisecond
+    source: str
+    vault: str | None
+    prompt_sha256: str  # the first PROMPT_HASH_CHARS hex digits of the prompt's SHA-256
+    paths: tuple[str, ...]
+    chars: int
+    prompt: str | None = None  # only with VAULTMEM_LOG_PROMPTS=1
+
+    def to_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["paths"] = list(self.paths)
+        if self.prompt is None:
+            del data["prompt"]
+        return data
+
+
+def prompt_hash(prompt: str) -> str:
+    digest = hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()
+    return digest[:PROMPT_HASH_CHARS]
+
+
+def log_path(home: Path) -> Path:
+    return home / "log" / LOG_NAME
+
+
+def make(
+    source: str,
+    vault: str | None,
+    prompt: str,
+    paths: Iterable[str],
+    chars: int,
+    *,
+    keep_prompt: bool = False,
+    now: float | None = None,
+) -> Injection:
+    """The record for one injection (pure apart from the clock)."""
+    t = time.time() if now is None else now
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+    return Injection(
+        time=stamp,
+        source=source,
+        vault=vault,
+        prompt_sha256=prompt_hash(prompt),
+        paths=tuple(paths),
+        chars=chars,
+        prompt=prompt if keep_prompt else None,
+    )
+
+
+def append(home: Path, entry: Injection, *, max_bytes: int = MAX_BYTES) -> None:
+    """Add `entry` to the log under `home`, rotating it past `max_bytes`. Never raises."""
+    path = log_path(home)
+    line = json.dumps(entry.to_dict(), ensure_ascii=False).encode("utf-8", "replace") + b"\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            if path.stat().st_size + len(line) > max_bytes:
+                os.replace(path, path.with_name(LOG_NAME + ".1"))
+        except FileNotFoundError:
+            pass
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.warning("cannot write the injection log %s: %s", path, exc)
+
+
+def record(
+    settings_home: Path,
+    *,
+    enabled: bool,
+    keep_prompt: bool,
+    source: str,
+    vault: str | None,
+    prompt: str,
+    paths: Sequence[str],
+    chars: int,
+) -> None:
+    """Record one injection when the log is enabled (VAULTMEM_LOG_INJECTIONS)."""
+    if enabled and chars > 0:
+        append(settings_home, make(source, vault, prompt, paths, chars, keep_prompt=keep_prompt))
+
+
+def read(home: Path, last: int | None = None) -> list[Injection]:
+    """The recorded injections, oldest first (the rotated file, then the current one); the
+    `last` ones only when given. Lines that cannot be parsed are passed over."""
+    path = log_path(home)
+    out: list[Injection] = []
+    for part in (path.with_name(LOG_NAME + ".1"), path):
+        try:
+            raw = part.read_bytes()
+        except OSError:
+            continue
+        for line in raw.decode("utf-8", "replace").splitlines():
+            try:
+                data = json.loads(line)
+                out.append(
+                    Injection(
+                        time=str(data["time"]),
+                        source=str(data["source"]),
+                        vault=data.get("vault"),
+                        prompt_sha256=str(data["prompt_sha256"]),
+                        paths=tuple(str(p) for p in data.get("paths") or ()),
+                        chars=int(data.get("chars") or 0),
+                        prompt=data.get("prompt"),
+                    )
+                )
+            except (ValueError, KeyError, TypeError):
+                continue
+    return out[-last:] if last else out

@@ -1,0 +1,417 @@
+"""The warm query path: a small local service that keeps the model and a connection loaded, so
+the per-prompt hook answers in milliseconds instead of paying for imports and a model load.
+
+Design decisions:
+- The service computes exactly what the cold hook computes: each request runs the same
+  `context.hook_context` (registered vaults only, the registry and the vault's `.env` read
+  afresh every time); only the imports, the embedder and one connection per database stay
+  loaded (`WarmResources`).
+- One service per environment: the socket's name carries a fingerprint of every variable that
+  can change an answer (VAULTMEM_*, DATABASE_URL, PG*, HOME, XDG_*_HOME, *_KEY, *_TOKEN) and of
+  vaultmem's own code (`warm_client.fingerprint`), and the hook starts the service with its
+  own environment. A hook from another environment, or after an upgrade, never gets an answer
+  computed under other settings: it finds no service and starts its own.
+- Where: `<vaultmem home>/run/warm-<fingerprint>.sock`, the directory 0700 and the socket 0600;
+  the service also checks each peer's uid where the OS reports it. Started on demand by the
+  hook (which answers that prompt cold), or by `vaultmem mcp` / `vaultmem warm start`; it stops
+  after VAULTMEM_WARM_IDLE seconds without a request, when its socket is taken away, or when
+  vaultmem's code changes under it.
+- The client half is `warm_client` (os, sys, time, zlib and `_socket` only: no psycopg, numpy
+  or model, not even json): the hook imports it first and falls back to the cold path
+  whenever the service is absent, slow or unreadable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any
+
+from .warm_client import (
+    MAGIC,
+    MAX_MESSAGE_BYTES,
+    Endpoint,
+    code_signature,
+    endpoint,
+    private_dir,
+    request,
+    spawn,
+)
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .db import Conn
+    from .embed import Embedder
+
+__all__ = ["WarmResources", "endpoint", "serve", "spawn", "start", "status", "stop", "warm_up"]
+
+# A connection unused for this long is checked before it is handed out.
+PING_AFTER_SECONDS = 10.0
+# Bounds a query on the warm connection: a stuck statement must not block the service.
+STATEMENT_TIMEOUT_MS = 10_000
+
+
+# --- resources kept loaded -------------------------------------------------------------------
+
+
+class WarmResources:
+    """One open connection per database URL and one embedder per embedding configuration,
+    kept for the life of the process. Not thread-safe: callers hold `lock` around a use."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.RLock()
+        self._conns: dict[str, tuple[Conn, float]] = {}
+        self._embedders: dict[tuple[Any, ...], Embedder] = {}
+
+    def connection(
+        self, settings: Settings, *, start: bool, timeout: int
+    ) -> AbstractContextManager[Conn]:
+        """The kept connection for the settings' database (opened now if there is none or it
+        died), as a context manager that keeps it open. Raises like `db.connect`."""
+        from . import db
+
+        url = db.database_url(settings, start=start)
+        conn = self._checked(url)
+        if conn is None:
+            conn = db.connect_url(url, timeout=timeout)
+            conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+            conn.commit()
+        self._conns[url] = (conn, time.monotonic())
+        return self._lease(url, conn)
+
+    @contextmanager
+    def _lease(self, url: str, conn: Conn) -> Iterator[Conn]:
+        from psycopg.pq import TransactionStatus
+
+        try:
+            yield conn
+        except BaseException:
+            self._drop(url)
+            raise
+        if conn.closed or conn.broken:
+            self._drop(url)
+        elif conn.info.transaction_status != TransactionStatus.IDLE:
+            conn.rollback()
+
+    def _checked(self, url: str) -> Conn | None:
+        held = self._conns.get(url)
+        if held is None:
+            return None
+        conn, used = held
+        if conn.closed or conn.broken:
+            self._drop(url)
+            return None
+        if time.monotonic() - used > PING_AFTER_SECONDS:
+            try:
+                conn.execute("SELECT 1")
+                conn.commit()
+            except Exception:  # noqa: BLE001 - a dead connection: open a new one
+                self._drop(url)
+                return None
+        return conn
+
+    def _drop(self, url: str) -> None:
+        held = self._conns.pop(url, None)
+        if held is not None:
+            try:
+                held[0].close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def embedder(self, settings: Settings) -> Embedder:
+        from .embed import get_embedder
+
+        key = (
+            settings.embedding_provider,
+            settings.embedding_model,
+            settings.embedding_base_url,
+            settings.embedding_api_key_var,
+            hashlib.sha256(settings.embedding_api_key.encode()).hexdigest(),
+            settings.embedding_timeout,
+            settings.embedding_max_retries,
+            settings.embedding_batch_size,
+        )
+        found = self._embedders.get(key)
+        if found is None:
+            found = self._embedders[key] = get_embedder(settings)
+        return found
+
+    def close(self) -> None:
+        for url in list(self._conns):
+            self._drop(url)
+
+
+def warm_up(resources: WarmResources) -> str:
+    """Load what the first request would: the search stack, the default vault's embedder (one
+    query embedded) and its connection. Best effort; returns what was warmed, for the log."""
+    from . import query, vaults  # noqa: F401 - imported to be loaded
+    from .config import load_settings
+
+    try:
+        user = vaults.load()
+        entry = vaults.resolve(user)
+        settings = load_settings(entry.path if entry else None, user=user)
+        embedder = resources.embedder(settings)
+        embedder.embed_query("warm up")
+        with resources.connection(settings, start=False, timeout=3):
+            pass
+        return f"warmed {embedder.model_id} for {entry.name if entry else 'no vault'}"
+    except Exception as exc:  # noqa: BLE001 - the first request will say what is wrong
+        return f"warm-up incomplete: {exc}"
+
+
+# --- the service -------------------------------------------------------------------------------
+
+
+class Service:
+    """The warm service's state: what it serves, since when, and how it stops."""
+
+    def __init__(self, ep: Endpoint) -> None:
+        self.endpoint = ep
+        self.resources = WarmResources()
+        self.started = time.time()
+        self.last_request = time.monotonic()
+        self.served = 0
+        self.busy_seconds = 0.0  # time spent answering hook requests
+        self.cpu_seconds = 0.0  # CPU time (all threads) spent answering them
+        self.stopping = False
+        self.code = code_signature()
+
+    def handle(self, message: bytes) -> tuple[bool, bytes]:
+        """One request (header line, then body) -> (ok, reply body or why not)."""
+        from .context import hook_context
+        from .injections import CLAUDE_HOOK_WARM
+
+        header, _, body = message.partition(b"\n")
+        words = header.split()
+        if header[: len(MAGIC)] != MAGIC or len(words) < 3:
+            return False, b"unsupported request"
+        op = words[2]
+        if op == b"status":
+            return True, json.dumps(self.status()).encode()
+        if op == b"stop":
+            self.stopping = True
+            return True, b""
+        if op != b"hook":
+            return False, b"unsupported request"
+        self.last_request = began = time.monotonic()
+        cpu = time.process_time()
+        with self.resources.lock:
+            try:
+                text = hook_context(
+                    body,
+                    include_memory=b"memory=0" not in words[3:],
+                    resources=self.resources,
+                    source=CLAUDE_HOOK_WARM,
+                )
+            except Exception as exc:  # noqa: BLE001 - fail open, like the cold hook
+                why = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else "error"
+                return False, why.encode("utf-8", "replace")
+            finally:
+                self.served += 1
+                self.last_request = time.monotonic()
+                self.busy_seconds += self.last_request - began
+                self.cpu_seconds += time.process_time() - cpu
+        return True, text.encode("utf-8", "surrogateescape")
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "started": self.started,
+            "served": self.served,
+            "mean_ms": round(self.busy_seconds * 1000 / self.served, 2) if self.served else None,
+            "cpu_ms": round(self.cpu_seconds * 1000 / self.served, 2) if self.served else None,
+            "idle_seconds": round(time.monotonic() - self.last_request, 1),
+            "idle_limit": self.endpoint.idle,
+            "socket": self.endpoint.socket_path,
+        }
+
+
+def serve(environ: Mapping[str, str] | None = None) -> str:
+    """Run the service for this environment in the foreground until it is idle for
+    VAULTMEM_WARM_IDLE seconds, stopped, or replaced. Returns why it ended."""
+    import fcntl
+    import signal
+    import threading
+
+    ep = endpoint(environ)
+    if ep is None:
+        return "the warm service is off (VAULTMEM_WARM_IDLE=0)"
+    private_dir(ep.directory)
+    lock_fd = os.open(ep.path(".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(lock_fd)
+        return "another warm service is running for this environment"
+    service = Service(ep)
+    _prune(ep)
+    print(warm_up(service.resources), file=sys.stderr, flush=True)
+
+    def on_term(signum: int, frame: Any) -> None:
+        service.stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mine: int | None = None
+    try:
+        try:
+            os.unlink(ep.socket_path)
+        except FileNotFoundError:
+            pass
+        old = os.umask(0o177)
+        try:
+            ep.bind(listener)
+        finally:
+            os.umask(old)
+        os.chmod(ep.socket_path, 0o600)
+        mine = os.stat(ep.socket_path).st_ino
+        listener.listen(32)
+        listener.settimeout(1.0)
+        service.last_request = time.monotonic()
+        why = ""
+        while not why:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                conn = None
+            if conn is not None:
+                threading.Thread(target=_serve_one, args=(service, conn), daemon=True).start()
+            why = _should_stop(service, mine)
+        return why
+    finally:
+        listener.close()
+        try:
+            if mine is not None and os.stat(ep.socket_path).st_ino == mine:
+                os.unlink(ep.socket_path)
+        except OSError:
+            pass
+        service.resources.close()
+        os.close(lock_fd)
+
+
+STALE_SECONDS = 7 * 86400
+
+
+def _prune(ep: Endpoint, now: float | None = None) -> None:
+    """Remove other environments' bookkeeping files (lock, log, spawn mark) left for a week
+    with no socket beside them: each vaultmem upgrade or new environment leaves a set."""
+    now = time.time() if now is None else now
+    try:
+        names = os.listdir(ep.directory)
+    except OSError:
+        return
+    live = {n.removesuffix(".sock") for n in names if n.endswith(".sock")}
+    for name in names:
+        stem = name.split(".", 1)[0]
+        if not name.startswith("warm-") or stem == ep.name or stem in live:
+            continue
+        path = os.path.join(ep.directory, name)
+        try:
+            if now - os.stat(path).st_mtime > STALE_SECONDS:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def _should_stop(service: Service, inode: int) -> str:
+    if service.stopping:
+        return "stopped"
+    if time.monotonic() - service.last_request > service.endpoint.idle:
+        return f"idle for {service.endpoint.idle} s"
+    try:
+        if os.stat(service.endpoint.socket_path).st_ino != inode:
+            return "its socket was replaced"
+    except OSError:
+        return "its socket was removed"
+    if code_signature() != service.code:
+        return "vaultmem's code changed"
+    return ""
+
+
+def _peer_is_me(conn: socket.socket) -> bool:
+    peercred = getattr(socket, "SO_PEERCRED", None)
+    if peercred is None or not hasattr(os, "getuid"):
+        return True  # the socket's 0600 mode and the 0700 directory still apply
+    import struct
+
+    creds = conn.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid == os.getuid()
+
+
+def _serve_one(service: Service, conn: socket.socket) -> None:
+    with conn:
+        try:
+            if not _peer_is_me(conn):
+                return
+            conn.settimeout(5.0)
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > MAX_MESSAGE_BYTES:
+                    return
+            ok, body = service.handle(b"".join(chunks))
+            verdict = b"ok" if ok else b"error " + body.replace(b"\n", b" ")[:500]
+            conn.sendall(MAGIC + b" " + verdict + b"\n" + (body if ok else b""))
+        except OSError:
+            pass
+
+
+def status(environ: Mapping[str, str] | None = None, timeout: float = 2.0) -> dict[str, Any]:
+    """The service for this environment: {"running": False, ...} or its status."""
+    ep = endpoint(environ)
+    if ep is None:
+        return {"running": False, "enabled": False}
+    try:
+        ok, body = request(ep, b"status", b"", timeout)
+        found = json.loads(body) if ok else None
+    except (OSError, ValueError):
+        found = None
+    if not isinstance(found, dict):
+        return {"running": False, "enabled": True, "socket": ep.socket_path}
+    return {"running": True, "enabled": True, **found}
+
+
+def start(environ: Mapping[str, str] | None = None, wait: float = 60.0) -> dict[str, Any]:
+    """Start the service for this environment unless it runs; wait until it answers."""
+    ep = endpoint(environ)
+    if ep is None:
+        return {"running": False, "enabled": False}
+    found = status(environ, timeout=1.0)
+    if found["running"]:
+        return found
+    spawn(ep, force=True, environ=environ)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        found = status(environ, timeout=1.0)
+        if found["running"]:
+            return found
+    return found
+
+
+def stop(environ: Mapping[str, str] | None = None) -> bool:
+    """Ask the service for this environment to stop. True if one was running."""
+    ep = endpoint(environ)
+    if ep is None:
+        return False
+    try:
+        ok, _ = request(ep, b"stop", b"", 2.0)
+    except (OSError, ValueError):
+        return False
+    return ok

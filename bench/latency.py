@@ -311,10 +311,16 @@ def cold_hooks(
     env = {k: v for k, v in os.environ.items() if not k.startswith("VAULTMEM_")}
     env.update(
         VAULTMEM_DATABASE_URL=url,
-        VAULTMEM_VAULT=str(root),
         VAULTMEM_EMBEDDING_PROVIDER=provider,
         VAULTMEM_HOME=str(root.parent / "unused-home"),
+        # Memory comes only from registered vaults: register this one in a registry of the
+        # run's own (never the user's), and keep the hook cold (no warm service).
+        VAULTMEM_CONFIG=str(root.parent / f"vaults-{provider}.toml"),
+        VAULTMEM_WARM_IDLE="0",
     )
+    from vaultmem import vaults
+
+    vaults.register(root, database_url=url, environ=env)
     cmd = [sys.executable, "-m", "vaultmem", "claude-hook"]
     subprocess.run(cmd, input=hook_payload(queries[0], root), env=env, capture_output=True)
     times, printed, errors = [], 0, []

@@ -400,33 +400,43 @@ def test_max_chunk_chars_must_be_positive() -> None:
         parse_note("n.md", "x", max_chunk_chars=0)
 
 
-def test_ten_thousand_headings_parse_well_under_a_second() -> None:
+def test_ten_thousand_headings_parse_into_bounded_chunks() -> None:
     text = "".join(
         f"{'#' * (i % 6 + 1)} Heading {i}\nbody {i} #t{i % 7}\n\n" for i in range(10_000)
     )
-    start = time.perf_counter()
     note = parse_note("big.md", text)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.5, f"took {elapsed:.2f}s"
     assert all(text_size(c.text) <= 1500 for c in note.chunks)
     assert non_space("".join(c.text for c in note.chunks)) == non_space(text)
     assert len(note.tags) == 7
 
 
+def _parse_seconds(text: str) -> float:
+    """The best of three parses: the least disturbed by whatever else the machine runs."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        parse_note("big.md", text)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 @pytest.mark.parametrize(
-    "text",
+    "unit",
     [
-        pytest.param("word " * 400_000, id="one-2mb-line"),
-        pytest.param("x" * 2_000_000, id="one-2mb-word"),
-        pytest.param("line\n" * 400_000, id="400k-lines-one-section"),
-        pytest.param("```\n" + "# c\n" * 200_000, id="huge-unclosed-fence"),
+        pytest.param("word ", id="one-long-line"),
+        pytest.param("x", id="one-long-word"),
+        pytest.param("line\n", id="many-lines-one-section"),
+        pytest.param("# c\n", id="huge-unclosed-fence"),
     ],
 )
-def test_large_notes_stay_linear(text: str) -> None:
-    start = time.perf_counter()
-    note = parse_note("big.md", text)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 3, f"took {elapsed:.2f}s"
+def test_large_notes_stay_linear(unit: str) -> None:
+    # Not a speed target (bench/ has those): doubling a note must not quadruple its parse.
+    fence = "```\n" if unit == "# c\n" else ""
+    n = 400_000 // len(unit)
+    small, large = fence + unit * n, fence + unit * (2 * n)
+    ratio = _parse_seconds(large) / max(_parse_seconds(small), 1e-4)
+    assert ratio < 3.5, f"parse time grew {ratio:.1f}x for twice the text"
+    note = parse_note("big.md", large)
     assert all(text_size(c.text) <= 1500 for c in note.chunks)
 
 

@@ -1244,11 +1244,14 @@ def query_cmd(
 ) -> None:
     """Search the vault's notes: one hit (its best chunk) per note, best first.
 
-    Hybrid mode fuses vector similarity and full-text search (Chinese and Japanese included);
-    content-free prompts ("ok continue", "好的繼續") return nothing.
+    Hybrid mode fuses vector similarity and full-text search (Chinese and Japanese included).
+    What it prints is what `vaultmem context` and the Claude Code hook would inject: the
+    relevance gate drops notes without enough evidence (VAULTMEM_GATE moves it; --explain shows
+    what it dropped and why). Content-free prompts ("ok continue", "好的繼續") return nothing.
     """
-    from . import db, query
+    from . import db, query, store
     from .embed import get_embedder
+    from .freshness import fresh_hits
     from .vaults import NO_VAULT_HINT
 
     entry = _reading_vault(vault)
@@ -1260,7 +1263,7 @@ def query_cmd(
     settings = load_settings(root)
     with db.connect(settings) as conn:
         v = _registered_vault(conn, root)
-        hits = query.search(
+        verdicts = query.judge(
             conn,
             v.id,
             text,
@@ -1270,50 +1273,95 @@ def query_cmd(
             tag=tag,
             mode=mode,
             min_score=settings.min_score,
+            gate_level=settings.gate,
         )
-        from . import store
-        from .freshness import fresh_hits
-
-        hits = fresh_hits(conn, v.id, root, store.state(conn, v.id).watermark, hits)
+        kept = [x.hit for x in verdicts if x.kept]
+        hits = fresh_hits(conn, v.id, root, store.state(conn, v.id).watermark, kept)
+    # A kept hit that fresh_hits removed is a note HEAD no longer holds: not shown at all.
+    dropped = [
+        (x.hit, x.drop)
+        for x in verdicts
+        if x.drop is not None and x.drop is not query.Drop.BEYOND_K
+    ]
     if as_json:
-        _print_json(
-            [
+        rows = [
+            {
+                **h.breakdown(),
+                "heading": h.heading,
+                "title": h.title,
+                "tags": list(h.tags),
+                "text": h.text,
+            }
+            for h in hits
+        ]
+        if explain:
+            _print_json(
                 {
-                    **h.breakdown(),
-                    "heading": h.heading,
-                    "title": h.title,
-                    "tags": list(h.tags),
-                    "text": h.text,
+                    "hits": rows,
+                    "dropped": [
+                        {**h.breakdown(), "heading": h.heading, "drop": drop.value}
+                        for h, drop in dropped
+                    ],
                 }
-                for h in hits
-            ]
-        )
+            )
+        else:
+            _print_json(rows)
         return
     if not hits:
         _echo("no relevant notes", err=True)
-        return
     for i, h in enumerate(hits, 1):
         where = f"{_path(h.path)} › {_path(h.heading)}" if h.heading else _path(h.path)
         _echo(f"{i}. {where}  [{h.score:.3f}]")
         snippet = " ".join(h.text.split())
         _echo(f"   {snippet[:160]}{'…' if len(snippet) > 160 else ''}")
         if explain:
-            vec = (
-                f"vector #{h.vector_rank} (cos {h.vector_score:.3f})"
-                if h.vector_rank is not None
-                else "vector -"
-            )
-            lex = (
-                f"lexical #{h.lexical_rank} (BM25 {h.lexical_score:.4f})"
-                if h.lexical_rank is not None
-                else "lexical imputed (other script)"
-                if h.lexical_imputed
-                else "lexical -"
-            )
-            _echo(
-                f"   {vec}; {lex}; {h.matched_terms} terms matched; "
-                f"fused {h.fused:.5f}; commit {h.commit_sha[:7]}"
-            )
+            _echo(f"   {_explain_line(h)}")
+    if explain and dropped:
+        need = query.fusion_for(get_embedder(settings).model_id).min_evidence + settings.gate
+        _echo(
+            f"dropped by the relevance gate (a prompt needs one of its first "
+            f"{query.GATE_WINDOW} notes at evidence >= {need:g}; VAULTMEM_GATE={settings.gate:g}):"
+        )
+        for h, drop in dropped[:10]:
+            _echo(f"-  {_path(h.path)}  [{h.score:.3f}] {_DROP_REASONS[drop.value]}")
+            _echo(f"   {_explain_line(h)}")
+        if len(dropped) > 10:
+            _echo(f"   ... and {len(dropped) - 10} more")
+
+
+_DROP_REASONS = {
+    "no-evidence": "no note had enough evidence for this prompt",
+    "below-min-score": "fused score under VAULTMEM_MIN_SCORE",
+    "far-below-best": "fused score far below the best hit's",
+    "beyond-k": "beyond --k",
+}
+
+
+def _explain_line(h: Any) -> str:
+    """One hit's score breakdown: each retriever's rank and score, and the gate's evidence."""
+    vec = (
+        f"vector #{h.vector_rank} (cos {h.vector_score:.3f})"
+        if h.vector_rank is not None
+        else "vector imputed (not embedded yet)"
+        if h.vector_imputed
+        else "vector -"
+    )
+    lex = (
+        f"lexical #{h.lexical_rank} (BM25 {h.lexical_score:.4f})"
+        if h.lexical_rank is not None
+        else "lexical imputed (other script)"
+        if h.lexical_imputed
+        else "lexical -"
+    )
+
+    def nats(x: float | None) -> str:
+        return "-" if x is None or x == float("-inf") else f"{x:.1f}"
+
+    return (
+        f"{vec}; {lex}; {h.matched_terms} terms matched; evidence {nats(h.evidence)} "
+        f"(words {nats(h.lexical_evidence)}, vector {nats(h.vector_evidence)}); "
+        f"fused {h.fused:.5f}; commit {h.commit_sha[:7]}"
+    )
 
 
 @cli.command(name="context")

@@ -107,6 +107,12 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "Minimum relevance for a hit to be injected: the fused score, 0 to 1, that "
         "`vaultmem query --explain` shows.",
     ),
+    "VAULTMEM_GATE": (
+        "0",
+        "Moves the relevance gate: how much more evidence than the default (in nats, see "
+        "`vaultmem query --explain`) a prompt's best note needs before anything is injected. "
+        "Higher (1, 2) injects less, and only surer notes; lower (-1, -2) injects more.",
+    ),
     "VAULTMEM_LOG_INJECTIONS": (
         "1",
         "Record every injection (hook, wrapper, MCP search and get) in the local log that "
@@ -165,6 +171,7 @@ class Settings:
     memory_max_chars: int
     context_max_chars: int
     min_score: float
+    gate: float = 0.0
     # Names (never values) that the vault's .env tried to set and was not allowed to.
     ignored_vault_env: tuple[str, ...] = ()
     log_injections: bool = True
@@ -340,6 +347,7 @@ def load_settings(
         memory_max_chars=_int(env, "VAULTMEM_MEMORY_MAX_CHARS"),
         context_max_chars=_int(env, "VAULTMEM_CONTEXT_MAX_CHARS"),
         min_score=_float(env, "VAULTMEM_MIN_SCORE"),
+        gate=_float(env, "VAULTMEM_GATE"),
         ignored_vault_env=ignored,
         log_injections=_flag(env, "VAULTMEM_LOG_INJECTIONS"),
         log_prompts=_flag(env, "VAULTMEM_LOG_PROMPTS"),

@@ -393,7 +393,15 @@ def _search(
     from . import query, store
     from .freshness import fresh_hits
 
-    hits = query.search(conn, vault.id, prompt, embedder, k=k, min_score=settings.min_score)
+    hits = query.search(
+        conn,
+        vault.id,
+        prompt,
+        embedder,
+        k=k,
+        min_score=settings.min_score,
+        gate_level=settings.gate,
+    )
     # A reset or checkout that ran no hook: never hand out a note HEAD no longer holds.
     watermark = store.state(conn, vault.id).watermark
     conn.commit()

@@ -154,6 +154,7 @@ class VaultTools:
                     path_prefix=path_prefix or None,
                     tag=tag or None,
                     min_score=target.settings.min_score,
+                    gate_level=target.settings.gate,
                 )
                 # A HEAD that moved without a hook: no hit HEAD no longer holds (and catch up).
                 from . import store

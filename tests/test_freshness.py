@@ -93,6 +93,18 @@ def test_head_is_read_without_git_in_every_ref_layout(vault, tmp_path) -> None:
     assert freshness.head_moved(vault.root, first) == second
 
 
+def test_a_vault_without_commits_has_not_moved_and_git_is_not_asked(
+    vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vaultmem import gitdiff
+
+    def no_git(*args: object, **kw: object) -> None:
+        raise AssertionError("git was run")
+
+    monkeypatch.setattr(gitdiff, "head_commit", no_git)
+    assert freshness.head_moved(vault.root, None) is None
+
+
 def _odd_vault(vault: Vault) -> bytes:
     bad = b"caf\xe9.md"
     (vault.root / os.fsdecode(bad)).write_bytes(b"# Cafe\n\nnot utf-8 name\n")

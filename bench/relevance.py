@@ -303,14 +303,7 @@ def evaluate(
     for i, q in enumerate(questions):
         res = out.setdefault(q.group, Result())
         c = query.fetch_candidates(conn, vault_id, q.text, embedder, k=10, mode=mode)
-        hits = query.fuse(
-            c.rows,
-            query=c.query,
-            terms=c.terms,
-            fusion=fusion,
-            use_vector=c.use_vector,
-            use_lexical=c.use_lexical,
-        )
+        hits = query.fuse_candidates(c, fusion)
         ungated = [h.path for h in hits[:10]]
         if q.relevant:
             res.ungated.add(ungated, q.relevant)

@@ -93,14 +93,7 @@ def figures(
 
     acc: dict[str, list[float]] = {}
     for q, c in items:
-        hits = query.fuse(
-            c.rows,
-            query=c.query,
-            terms=c.terms,
-            fusion=fusion,
-            use_vector=c.use_vector,
-            use_lexical=c.use_lexical,
-        )
+        hits = query.fuse_candidates(c, fusion)
         kept = (
             []
             if query.is_content_free(c.query)

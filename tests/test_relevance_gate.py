@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import uuid
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from conftest import Vault
 from indexing import index
+from test_trust_boundary import hook
 
 from vaultmem.cli import cli
 
@@ -47,22 +46,8 @@ def context(*args: str) -> str:
     return r.stdout
 
 
-def claude_hook(prompt: str, cwd: os.PathLike[str], env: dict[str, str] | None = None) -> str:
-    data = {
-        "session_id": uuid.uuid4().hex,
-        "cwd": str(cwd),
-        "hook_event_name": "UserPromptSubmit",
-        "prompt": prompt,
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "vaultmem", "claude-hook", "--no-memory"],
-        input=json.dumps(data).encode(),
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.decode()
+def claude_hook(prompt: str, cwd: os.PathLike[str]) -> str:
+    return hook(prompt, Path(cwd), None, "--no-memory")
 
 
 def test_an_english_question_gets_the_chinese_note_through_context_and_the_hook(

@@ -816,6 +816,18 @@ def fetch_candidates(
     return Candidates(query, all_terms, rows, qvec is not None, bool(terms))
 
 
+def fuse_candidates(c: Candidates, fusion: Fusion) -> list[Hit]:
+    """One query's candidate rows fused into its ranking (best chunk per note, best first)."""
+    return fuse(
+        c.rows,
+        query=c.query,
+        terms=c.terms,
+        fusion=fusion,
+        use_vector=c.use_vector,
+        use_lexical=c.use_lexical,
+    )
+
+
 def judge(
     conn: psycopg.Connection[Any],
     vault_id: int,
@@ -852,15 +864,9 @@ def judge(
         mode=mode,
         candidates=candidates,
     )
-    hits = fuse(
-        c.rows,
-        query=query,
-        terms=c.terms,
-        fusion=fusion,
-        use_vector=c.use_vector,
-        use_lexical=c.use_lexical,
+    return gate(
+        fuse_candidates(c, fusion), fusion=fusion, min_score=min_score, k=k, level=gate_level
     )
-    return gate(hits, fusion=fusion, min_score=min_score, k=k, level=gate_level)
 
 
 def search(
@@ -899,12 +905,4 @@ def search(
         fusion_for(embedder.model_id) if embedder is not None else Fusion()
     )
     c = fetch_candidates(conn, vault_id, query, embedder, **kw)
-    hits = fuse(
-        c.rows,
-        query=query,
-        terms=c.terms,
-        fusion=fusion,
-        use_vector=c.use_vector,
-        use_lexical=c.use_lexical,
-    )
-    return hits[:k]
+    return fuse_candidates(c, fusion)[:k]

@@ -260,12 +260,16 @@ class Figures:
     recall: float = 0.0
     empty: int = 0  # got nothing back
     dropped: int = 0  # got nothing, though the ungated top 10 held a relevant note
+    injected: int = 0  # notes in the first 5 (what the hook injects at its default k)
+    relevant_injected: int = 0  # ...of them relevant
 
     def add(self, ranked: list[str], rel: dict[str, int], ungated: list[str] | None = None) -> None:
         self.n += 1
         self.ndcg += ndcg_at(ranked, rel, 10)
         self.recall += recall_at(ranked, rel, 5)
         self.empty += not ranked
+        self.injected += len(ranked[:5])
+        self.relevant_injected += sum(p in rel for p in ranked[:5])
         if not ranked and ungated is not None:
             self.dropped += any(p in rel for p in ungated)
 
@@ -322,9 +326,10 @@ def print_answerable(title: str, results: dict[str, Result]) -> None:
     print(f"\n{title}")
     print(
         "| questions | n | nDCG@10 ungated / gated (ratio) | Recall@5 ungated / gated "
-        "| get nothing, gated (of them, answer in ungated top 10) |"
+        "| get nothing, gated (of them, answer in ungated top 10) "
+        "| notes injected per question at k=5, gated (relevant) |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for group, res in results.items():
         ung, gat = res.ungated, res.gated[0.0]
         un, ur, _ = ung.row()
@@ -332,18 +337,22 @@ def print_answerable(title: str, results: dict[str, Result]) -> None:
         ratio = gn / un if un else float("nan")
         print(
             f"| {group} | {gat.n} | {un:.3f} / {gn:.3f} ({ratio:.3f}) | {ur:.3f} / {gr:.3f} "
-            f"| {ge:.1f} % ({gat.empty}; {gat.dropped}) |"
+            f"| {ge:.1f} % ({gat.empty}; {gat.dropped}) "
+            f"| {gat.injected / max(gat.n, 1):.2f} ({gat.relevant_injected / max(gat.n, 1):.2f}) |"
         )
 
 
 def print_unanswerable(title: str, results: dict[str, Result]) -> None:
     print(f"\n{title}")
-    print("| prompts | n | inject something, gated |")
-    print("|---|---|---|")
+    print("| prompts | n | inject something, gated | notes injected per prompt at k=5 |")
+    print("|---|---|---|---|")
     for group, res in results.items():
         gat = res.gated[0.0]
         injected = gat.n - gat.empty
-        print(f"| {group} | {gat.n} | {100.0 * injected / max(gat.n, 1):.1f} % ({injected}) |")
+        print(
+            f"| {group} | {gat.n} | {100.0 * injected / max(gat.n, 1):.1f} % ({injected}) "
+            f"| {gat.injected / max(gat.n, 1):.2f} |"
+        )
 
 
 def print_tradeoff(title: str, results: dict[str, Result], levels: list[float]) -> None:

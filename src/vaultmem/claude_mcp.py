@@ -15,14 +15,12 @@ mcp`'s: `{"type": "stdio", "command": ..., "args": ["mcp"], "env": {}}`. The mer
 from __future__ import annotations
 
 import copy
-import json
-import os
 import shlex
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .claude_settings import command_runnable, read_json_object, write_json_atomic
 from .errors import ConfigError
 
 SERVER_NAME = "vaultmem"
@@ -116,45 +114,12 @@ def remove_server(
     return out, True
 
 
-def _read(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    raw = path.read_text(encoding="utf-8")
-    if not raw.strip():
-        return {}
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON ({exc.msg}, line {exc.lineno}): fix it, then run the "
-            "command again"
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} does not hold a JSON object: fix it first")
-    return data
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    """Atomically, keeping the file's mode (0600 for a new one: it is the user's own state)."""
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".claude.json.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _update(path: Path, change: Any) -> bool:
     # Read right before writing: Claude Code rewrites this file itself, so keep the window short.
-    data = _read(path)
+    data = read_json_object(path)
     new, changed = change(data)
     if changed:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write(path, new)
+        write_json_atomic(path, new)
     return bool(changed)
 
 
@@ -198,26 +163,14 @@ def mcp_server_status(scope: str, project_dir: Path | None = None) -> McpServerS
     path = claude_json_path()
     project = project_dir.resolve() if project_dir is not None else None
     try:
-        servers = _servers(_read(path), scope, project, create=False)
+        servers = _servers(read_json_object(path), scope, project, create=False)
     except (ConfigError, OSError) as exc:
         return McpServerStatus(scope, path, False, None, False, str(exc))
     entry = (servers or {}).get(SERVER_NAME)
     if entry is None or not is_our_server(entry):
         return McpServerStatus(scope, path, False, None, False, None)
     command = shlex.join([str(entry.get("command", "")), *entry.get("args", [])])
-    return McpServerStatus(scope, path, True, command, _runnable(command), None)
-
-
-def _runnable(command: str) -> bool:
-    import shutil
-
-    try:
-        program = shlex.split(command)[0]
-    except (ValueError, IndexError):
-        return False
-    if os.sep in program:
-        return os.access(os.path.expanduser(program), os.X_OK)
-    return shutil.which(program) is not None
+    return McpServerStatus(scope, path, True, command, command_runnable(command), None)
 
 
 def claude_mcp_add_command(hook_scope: str, vault: str | None = None) -> str:

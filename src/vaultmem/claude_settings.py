@@ -188,8 +188,9 @@ def keep_out_of_git(path: Path) -> bool:
     return True
 
 
-def _read_settings(path: Path) -> dict[str, Any]:
-    """The parsed settings file; {} when it is missing or empty."""
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A Claude Code JSON file (settings, ~/.claude.json) parsed; {} when it is missing or
+    empty. Anything else that is not a JSON object is a ConfigError naming the file."""
     if not path.exists():
         return {}
     raw = path.read_text(encoding="utf-8")
@@ -212,12 +213,12 @@ def install_claude_hook(
 ) -> Path:
     """Merge our hook into the scope's settings.json (created if missing). Returns its path."""
     path = settings_path(scope, project_dir)
-    current = _read_settings(path)
+    current = read_json_object(path)
     if command is None:
         command = portable_command() if scope == "shared" else hook_command()
     merged, changed = merge_hook(current, command)
     if changed or not path.exists():
-        _write_atomic(path, json.dumps(merged, indent=2, ensure_ascii=False) + "\n")
+        write_json_atomic(path, merged)
     if scope == "project":
         keep_out_of_git(path)
     return path
@@ -226,10 +227,10 @@ def install_claude_hook(
 def uninstall_claude_hook(scope: str, project_dir: Path | None = None) -> tuple[Path, bool]:
     """Remove our hook from the scope's settings.json: (its path, was anything removed)."""
     path = settings_path(scope, project_dir)
-    current = _read_settings(path)
+    current = read_json_object(path)
     cleaned, changed = remove_hook(current)
     if changed:
-        _write_atomic(path, json.dumps(cleaned, indent=2, ensure_ascii=False) + "\n")
+        write_json_atomic(path, cleaned)
     return path, changed
 
 
@@ -247,7 +248,7 @@ def claude_hook_status(scope: str, project_dir: Path | None = None) -> ClaudeHoo
     """Whether the scope's settings.json registers our hook, and whether it can still run."""
     path = settings_path(scope, project_dir)
     try:
-        data = _read_settings(path)
+        data = read_json_object(path)
     except (ConfigError, OSError) as exc:
         return ClaudeHookStatus(scope, path, False, None, False, str(exc))
     hooks = data.get("hooks")
@@ -257,11 +258,12 @@ def claude_hook_status(scope: str, project_dir: Path | None = None) -> ClaudeHoo
         for entry in entries if isinstance(entries, list) else []:
             if is_our_hook(entry):
                 command = entry["command"]
-                return ClaudeHookStatus(scope, path, True, command, _runnable(command), None)
+                return ClaudeHookStatus(scope, path, True, command, command_runnable(command), None)
     return ClaudeHookStatus(scope, path, False, None, False, None)
 
 
-def _runnable(command: str) -> bool:
+def command_runnable(command: str) -> bool:
+    """True when a registered command's program exists and can be run."""
     try:
         program = shlex.split(command)[0]
     except (ValueError, IndexError):
@@ -271,9 +273,12 @@ def _runnable(command: str) -> bool:
     return shutil.which(program) is not None
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """`data` as indented JSON, written atomically, keeping the file's mode (a new file gets
+    mkstemp's 0600: these files are the user's own state)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".settings.", suffix=".tmp")
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

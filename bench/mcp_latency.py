@@ -9,7 +9,8 @@ registry (XDG_CONFIG_HOME) with a private VAULTMEM_HOME, then prints:
   schema, annotations; compact JSON), per tool and in total, and the server's instructions;
 - MCP `search` through the SDK's own client over stdio (`mcp.ClientSession` +
   `stdio_client`), warm (after 5 calls), p50/p95 of the client-side round trip;
-- `python -m vaultmem claude-hook` as Claude Code runs it (a new process, hook JSON on stdin),
+- the registered hook command (`<venv>/bin/vaultmem claude-hook`, through /bin/sh) as Claude Code
+  runs it (a new process, hook JSON on stdin),
   cold (VAULTMEM_WARM_IDLE=0) and warm (the warm service started first), p50/p95; with
   `--baseline-src`, another source tree's cold hook interleaved with this one's.
 
@@ -46,6 +47,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import vaultmem
 from vaultmem import vaults, warm
+from vaultmem.claude_settings import hook_command
 from vaultmem.mcp_server import tool_schema_chars
 
 
@@ -100,7 +102,9 @@ def hook_runs(
 ) -> tuple[list[float], int, list[float]]:
     """Per hook process: wall milliseconds, whether it printed context, CPU milliseconds."""
     times, printed, cpu = [], 0, []
-    cmd = [sys.executable, "-m", "vaultmem", "claude-hook", "--no-memory"]
+    # The command `hooks install --claude` registers, run through a shell as Claude Code runs it.
+    vaultmem_bin = str(Path(sys.executable).with_name("vaultmem"))
+    cmd = ["/bin/sh", "-c", hook_command(vaultmem_bin, "--no-memory")]
     for prompt in prompts:
         stdin = json.dumps(
             {

@@ -249,6 +249,24 @@ def test_no_vectors_yet_means_lexical_only_and_no_embedding(conn, tmp_path):
     assert hits[0].vector_rank is None
 
 
+def test_vectors_removed_after_a_probe_said_yes_rank_like_full_text(conn, vault_id, embedder):
+    """has_vectors remembers a "yes" per connection (the warm service would otherwise probe
+    before every query): once the vectors are gone, the answer is still full text's."""
+    prompt = "how to restore a postgres backup"
+    lexical = [(h.path, h.score) for h in search(conn, vault_id, prompt, embedder, mode="lexical")]
+    assert query.has_vectors(conn, embedder.model_id, embedder.dimension)
+    conn.execute("UPDATE memory_primary SET embedding = NULL, model_id = NULL")
+    conn.commit()
+    hits = search(conn, vault_id, prompt, embedder)
+    assert [(h.path, h.score) for h in hits] == lexical
+    assert all(h.vector_rank is None for h in hits)
+    fresh = db.connect_url(conn.info.dsn)
+    try:
+        assert not query.has_vectors(fresh, embedder.model_id, embedder.dimension)
+    finally:
+        fresh.close()
+
+
 def test_vaults_do_not_see_each_other(conn, vault_id, embedder, tmp_path):
     other = db.register_vault(conn, tmp_path / "second")
     add_note(conn, other.id, "secret/nginx.md", embedder=embedder, **NOTES["ops/nginx.md"])

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, TextIO
+
+# Not `typing`: `vaultmem claude-hook` runs for every prompt, and typing (with the re, functools
+# and collections it pulls in) was the largest import of the warm hook's start-up.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 
 class _PipeSafeStdout:

@@ -71,20 +71,20 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
         try:
             from .warm_client import ask
 
+            # The service sends its text already through terminal.clean (warm.Service.handle).
             out = ask(payload, include_memory, timeout * WARM_SHARE)
         except Exception:  # noqa: BLE001 - fail open: the cold path decides
             out = None
         if out is None:
             from .context import hook_context, run_bounded
+            from .terminal import clean
 
             def build() -> str:
-                return hook_context(payload, include_memory=include_memory)
+                # Claude Code shows the context too: no escape sequence may run there.
+                return clean(hook_context(payload, include_memory=include_memory))
 
             out = run_bounded(build, max(0.0, timeout - (time.monotonic() - started)))
     if out:
-        from .terminal import clean
-
-        out = clean(out)  # Claude Code shows the context too: no escape sequence runs there
         sys.stdout.buffer.write(out.encode("utf-8") + b"\n")
     sys.stdout.flush()
     os._exit(0)  # a timed-out worker may still hold a socket or an import: do not wait for it

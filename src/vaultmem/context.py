@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -430,7 +431,15 @@ def _claim(directory: Path, key: str) -> bool:
         return True  # no place to record the claim: better twice than never
 
 
+_last_prune: dict[Path, float] = {}
+
+
 def _prune(directory: Path, now: float) -> None:
+    """Remove claims long past their window, at most once a window per process: the warm
+    service claims for every prompt, and a scan per prompt cost it milliseconds."""
+    if now - _last_prune.get(directory, -math.inf) < DUPLICATE_WINDOW_SECONDS:
+        return
+    _last_prune[directory] = now
     for old in directory.iterdir():
         try:
             if now - old.stat().st_mtime > DUPLICATE_WINDOW_SECONDS * 10:

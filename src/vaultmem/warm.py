@@ -192,6 +192,7 @@ class Service:
         """One request (header line, then body) -> (ok, reply body or why not)."""
         from .context import hook_context
         from .injections import CLAUDE_HOOK_WARM
+        from .terminal import clean
 
         header, _, body = message.partition(b"\n")
         words = header.split()
@@ -223,7 +224,9 @@ class Service:
                 self.last_request = time.monotonic()
                 self.busy_seconds += self.last_request - began
                 self.cpu_seconds += time.process_time() - cpu
-        return True, text.encode("utf-8", "surrogateescape")
+        # Cleaned here, not in the hook process: terminal.clean's `re` would cost every prompt's
+        # start-up several milliseconds.
+        return True, clean(text).encode("utf-8")
 
     def status(self) -> dict[str, Any]:
         return {

@@ -368,25 +368,41 @@ def _big_note(target_bytes: int) -> str:
     return "\n".join(parts)
 
 
-def test_scan_of_a_one_megabyte_note_is_fast() -> None:
-    text = _big_note(1_000_000)
-    start = time.perf_counter()
-    POLICY.scan("big.md", text, {}, ())
-    elapsed = time.perf_counter() - start
-    print(f"1 MB note scanned in {elapsed:.3f}s")
-    assert elapsed < 2.0
+def _scan_seconds(text: str, runs: int = 2) -> float:
+    """The best of `runs` scans: the least disturbed by whatever else the machine runs."""
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        POLICY.scan("big.md", text, {}, ())
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
-def test_scan_of_a_ten_thousand_line_note_with_secrets_is_fast() -> None:
+# Linear would be 4x for 4x the text, quadratic 16x. A ratio, not a time limit: the suite runs
+# on busy machines, and speed figures belong to bench/ (bench/sensitive.py).
+GROWTH_LIMIT = 8.0
+
+
+def test_scan_time_grows_linearly_with_a_notes_size() -> None:
+    small, big = _big_note(250_000), _big_note(1_000_000)
+    ratio = _scan_seconds(big) / _scan_seconds(small, runs=3)
+    print(f"1 MB note vs 250 kB: {ratio:.1f}x the scan time")
+    assert ratio < GROWTH_LIMIT
+
+
+def test_a_ten_thousand_line_note_with_secrets_finds_them_all_in_linear_time() -> None:
     notes = secret_notes()
-    text = "\n".join(text for _, text, _ in notes)
-    while text.count("\n") < 10_000:
-        text += "\n" + "a line of ordinary prose with a 3f2a9c1 commit\n" * 500
-    start = time.perf_counter()
+    secrets = "\n".join(text for _, text, _ in notes)
+    filler = "a line of ordinary prose with a 3f2a9c1 commit\n"
+    text = secrets + "\n" + filler * 10_000
     findings = POLICY.scan("big.md", text, {}, ())
-    elapsed = time.perf_counter() - start
-    print(f"{text.count(chr(10))}-line note with {len(findings)} findings in {elapsed:.3f}s")
-    assert elapsed < 2.0 and len(findings) >= len(notes)
+    assert len(findings) >= len(notes)
+    quarter = secrets + "\n" + filler * 2_500
+    ratio = _scan_seconds(text) / _scan_seconds(quarter, runs=3)
+    print(
+        f"{text.count(chr(10))}-line note, {len(findings)} findings; {ratio:.1f}x a quarter's time"
+    )
+    assert ratio < GROWTH_LIMIT
 
 
 def test_scan_has_no_global_side_effects() -> None:

@@ -13,24 +13,14 @@ Usage: VAULTMEM_HOME=/tmp/vaultmem-bench-home python bench/alphabets.py
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from _corpora import bench_vault
 from _setup import bench_env
 
-NOTES = {
-    "notes/backup.md": "# Резервные копии\n\nБазу данных копируем каждую ночь в 02:00 с помощью "
-    "pg_dump. Копии хранятся 30 дней в S3.\n",
-    "notes/deploy.md": "# Развёртывание\n\nВыкатываем по вторникам и четвергам. Откат: в Jenkins "
-    "выбрать предыдущую сборку и нажать promote.\n",
-    "notes/vpn.md": "# VPN\n\nЕсли VPN не подключается, сначала проверьте сертификат и время на "
-    "ноутбуке.\n",
-    "notes/coffee.md": "# Кофемашина\n\nКофемашину нужно чистить от накипи раз в месяц лимонной "
-    "кислотой.\n",
-    "notes/redis.md": "# Redis\n\nПолитика вытеснения allkeys-lru, maxmemory 4 ГБ. Не используйте "
-    "FLUSHALL.\n",
-    "notes/oncall.md": "# Дежурство\n\nЕсли ночью сработал алерт, сначала посмотрите дашборд, "
-    "потом напишите в канал дежурных.\n",
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from russian_notes import RUSSIAN_NOTES as NOTES  # noqa: E402 - the gate test's notes too
+
 # (prompt, the note that answers it or None, group)
 PROMPTS = [
     ("Как откатить развёртывание?", "notes/deploy.md", "Russian questions"),

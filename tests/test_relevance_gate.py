@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import Vault
 from indexing import index
+from russian_notes import RUSSIAN_NOTES as ALL_RUSSIAN_NOTES
 from test_trust_boundary import hook
 
 from vaultmem.cli import cli
@@ -31,14 +32,9 @@ NOTES = {
 # Another alphabet, with the English commands and names such notes hold: the gate has no
 # measured calibration for Cyrillic and must not treat these as English notes.
 RUSSIAN_NOTES = {
-    "notes/deploy.md": "# Развёртывание\n\nВыкатываем по вторникам и четвергам. Откат: в Jenkins "
-    "выбрать предыдущую сборку и нажать promote.\n",
-    "notes/vpn.md": "# VPN\n\nЕсли VPN не подключается, сначала проверьте сертификат и время на "
-    "ноутбуке.\n",
-    "notes/coffee.md": "# Кофемашина\n\nКофемашину нужно чистить от накипи раз в месяц лимонной "
-    "кислотой.\n",
-    "notes/redis.md": "# Redis\n\nПолитика вытеснения allkeys-lru, maxmemory 4 ГБ. Не используйте "
-    "FLUSHALL.\n",
+    path: text
+    for path, text in ALL_RUSSIAN_NOTES.items()
+    if path in {"notes/deploy.md", "notes/vpn.md", "notes/coffee.md", "notes/redis.md"}
 }
 
 

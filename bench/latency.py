@@ -304,6 +304,14 @@ def hook_payload(prompt: str, cwd: Path) -> bytes:
     ).encode()
 
 
+def hook_argv(*extra: str) -> list[str]:
+    """The command `hooks install --claude` registers for this venv's vaultmem, run through a
+    shell as Claude Code runs it."""
+    from vaultmem.claude_settings import hook_command
+
+    return ["/bin/sh", "-c", hook_command(str(Path(sys.executable).with_name("vaultmem")), *extra)]
+
+
 def cold_hooks(
     url: str, root: Path, queries: list[str], runs: int, provider: str
 ) -> tuple[list[float], int, list[str]]:
@@ -321,10 +329,7 @@ def cold_hooks(
     from vaultmem import vaults
 
     vaults.register(root, database_url=url, environ=env)
-    # The command `hooks install --claude` registers, run through a shell as Claude Code runs it.
-    from vaultmem.claude_settings import hook_command
-
-    cmd = ["/bin/sh", "-c", hook_command(str(Path(sys.executable).with_name("vaultmem")))]
+    cmd = hook_argv()
     subprocess.run(cmd, input=hook_payload(queries[0], root), env=env, capture_output=True)
     times, printed, errors = [], 0, []
     for i in range(runs):

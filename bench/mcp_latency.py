@@ -41,13 +41,12 @@ import uuid
 from pathlib import Path
 
 import anyio
-from latency import Databases, build, git_vault, load_vocabulary, make_queries, pct
+from latency import Databases, build, git_vault, hook_argv, load_vocabulary, make_queries, pct
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import vaultmem
 from vaultmem import vaults, warm
-from vaultmem.claude_settings import hook_command
 from vaultmem.mcp_server import tool_schema_chars
 
 
@@ -102,9 +101,7 @@ def hook_runs(
 ) -> tuple[list[float], int, list[float]]:
     """Per hook process: wall milliseconds, whether it printed context, CPU milliseconds."""
     times, printed, cpu = [], 0, []
-    # The command `hooks install --claude` registers, run through a shell as Claude Code runs it.
-    vaultmem_bin = str(Path(sys.executable).with_name("vaultmem"))
-    cmd = ["/bin/sh", "-c", hook_command(vaultmem_bin, "--no-memory")]
+    cmd = hook_argv("--no-memory")
     for prompt in prompts:
         stdin = json.dumps(
             {

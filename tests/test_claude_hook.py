@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from test_agent_wrapper import indexed_vault  # noqa: F401 - fixture
 from vaultmem.claude_hook import parse_args
 from vaultmem.claude_settings import (
     EVENT,
+    hook_command,
     install_claude_hook,
     merge_hook,
     remove_hook,
@@ -30,15 +32,22 @@ from vaultmem.errors import ConfigError
 def run_hook(
     stdin: bytes, env: dict[str, str] | None = None, *args: str
 ) -> tuple[subprocess.CompletedProcess[bytes], float]:
+    """The command `hooks install --claude` registers, run through a shell as Claude Code does."""
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "vaultmem", "claude-hook", *args],
+        ["/bin/sh", "-c", hook_command(None, *args)],
         input=stdin,
         env=env or dict(os.environ),
         capture_output=True,
         timeout=60,
     )
     return proc, time.monotonic() - start
+
+
+def registered_argv(*args: str, importtime: bool = False) -> list[str]:
+    """The registered hook command as an argv (no shell), optionally under `-X importtime`."""
+    python, *rest = shlex.split(hook_command(None, *args))
+    return [python, *(["-X", "importtime"] if importtime else []), *rest]
 
 
 def payload(prompt: str, cwd: Path, session: str | None = None) -> bytes:
@@ -292,6 +301,17 @@ def test_status_flags_a_hook_whose_program_is_gone(tmp_path, monkeypatch):
     )
 
 
+def test_status_flags_a_hook_whose_entry_script_is_gone(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    python, *_ = shlex.split(hook_command())
+    gone = f"{shlex.quote(python)} -S /gone/lib/python3.9/site-packages/vaultmem/hook_entry.py"
+    install_claude_hook("project", tmp_path, command=gone + " claude-hook")
+    result = CliRunner().invoke(
+        cli, ["hooks", "status", "--claude", "--project-dir", str(tmp_path)]
+    )
+    assert "program is gone" in result.output
+
+
 def test_scope_flags_need_claude(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli, ["hooks", "install", "--user"])
@@ -336,7 +356,7 @@ def test_hook_options_parse_without_click(argv, parsed, monkeypatch):
 
 def test_the_hook_process_does_not_import_the_cli():
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "vaultmem", "claude-hook", "--no-memory"],
+        registered_argv("--no-memory", importtime=True),
         input=b"not json",
         capture_output=True,
         timeout=60,
@@ -349,7 +369,7 @@ def test_the_hook_process_does_not_import_the_cli():
 
 def test_a_searching_hook_imports_no_secret_detector_yaml_or_sqlalchemy(indexed_vault):  # noqa: F811
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "vaultmem", "claude-hook", "--no-memory"],
+        registered_argv("--no-memory", importtime=True),
         input=payload("how do I restore a postgres backup", indexed_vault.root),
         capture_output=True,
         timeout=60,
@@ -363,14 +383,14 @@ def test_a_searching_hook_imports_no_secret_detector_yaml_or_sqlalchemy(indexed_
 
 def test_hook_help_and_bad_options_go_through_click():
     proc = subprocess.run(
-        [sys.executable, "-m", "vaultmem", "claude-hook", "--help"],
+        registered_argv("--help"),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert proc.returncode == 0 and "UserPromptSubmit" in proc.stdout
     proc = subprocess.run(
-        [sys.executable, "-m", "vaultmem", "claude-hook", "--bogus"],
+        registered_argv("--bogus"),
         capture_output=True,
         text=True,
         timeout=60,

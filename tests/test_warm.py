@@ -13,7 +13,7 @@ import time
 
 import pytest
 from test_agent_wrapper import indexed_vault  # noqa: F401 - fixture
-from test_claude_hook import payload, run_hook
+from test_claude_hook import payload, registered_argv, run_hook
 
 from vaultmem import injections, vaults, warm
 from vaultmem.config import user_home
@@ -66,7 +66,7 @@ def test_the_service_lives_in_a_private_socket_and_the_hook_imports_nothing_heav
     assert stat.S_IMODE(os.stat(os.path.dirname(found["socket"])).st_mode) == 0o700
     assert str(user_home()) in found["socket"]
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "vaultmem", "claude-hook", "--no-memory"],
+        registered_argv("--no-memory", importtime=True),
         input=payload(PROMPT, indexed_vault.root),
         capture_output=True,
         timeout=60,
@@ -77,6 +77,7 @@ def test_the_service_lives_in_a_private_socket_and_the_hook_imports_nothing_heav
     heavy = {"psycopg", "numpy", "vaultmem.query", "vaultmem.context", "vaultmem.db", "click"}
     heavy |= {"vaultmem.warm", "vaultmem.config", "json", "dataclasses", "hashlib"}
     heavy |= {"typing", "re", "vaultmem.terminal"}  # the service sends its text cleaned
+    heavy |= {"site"}  # started with -S: the warm path needs nothing from site-packages
     assert not heavy & imported, heavy & imported
 
 

@@ -76,6 +76,7 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
         except Exception:  # noqa: BLE001 - fail open: the cold path decides
             out = None
         if out is None:
+            full_environment()
             from .context import hook_context, run_bounded
             from .terminal import clean
 
@@ -111,6 +112,16 @@ def read_stdin(timeout: float) -> bytes | None:
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+
+
+def full_environment() -> None:
+    """Give a process started with `-S` (the registered hook, `hook_entry.py`) the module path
+    an ordinary start has: the venv's site-packages and .pth files, the user site. Before
+    anything beyond the standard library is imported; a no-op in an ordinary process."""
+    if sys.flags.no_site:
+        import site
+
+        site.main()
 
 
 def quiet_openmp() -> None:

@@ -40,10 +40,10 @@ def server_entry(program: list[str], vault: str | None = None) -> dict[str, Any]
 
 
 def mcp_program() -> list[str]:
-    """The program that runs vaultmem: the same absolute one the Claude Code hook records."""
-    from .claude_settings import hook_command
+    """The program that runs vaultmem, as an absolute command (see `vaultmem_program`)."""
+    from .claude_settings import vaultmem_program
 
-    return shlex.split(hook_command())[:-1]  # drop its "claude-hook"
+    return vaultmem_program()
 
 
 def is_our_server(entry: Any) -> bool:

@@ -30,20 +30,28 @@ HOOK_SUBCOMMAND = "claude-hook"
 HOOK_TIMEOUT_SECONDS = 10
 
 
-def hook_command(vaultmem_bin: str | None = None, *extra: str) -> str:
-    """The shell command Claude Code runs: an absolute vaultmem (GUI apps have a thin PATH)."""
-    if vaultmem_bin is None:
-        found = shutil.which("vaultmem")
-        argv0 = Path(sys.argv[0])
-        if argv0.name == "vaultmem" and argv0.exists():
-            vaultmem_bin = str(argv0.resolve())
-        elif found:
-            vaultmem_bin = str(Path(found).resolve())
-    if vaultmem_bin is None:
-        parts = [sys.executable, "-m", "vaultmem", HOOK_SUBCOMMAND, *extra]
-    else:
-        parts = [vaultmem_bin, HOOK_SUBCOMMAND, *extra]
-    return shlex.join(parts)
+def vaultmem_program() -> list[str]:
+    """An absolute command for this vaultmem (GUI apps, Claude Code among them, have a thin
+    PATH): the `vaultmem` being run, else the one on PATH, else `<python> -m vaultmem`."""
+    found = shutil.which("vaultmem")
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "vaultmem" and argv0.exists():
+        return [str(argv0.resolve())]
+    if found:
+        return [str(Path(found).resolve())]
+    return [sys.executable, "-m", "vaultmem"]
+
+
+def hook_command(python: str | None = None, *extra: str) -> str:
+    """The shell command Claude Code runs for every prompt: this interpreter (absolute, as it
+    was started, so a venv stays a venv) with `-S` on `hook_entry.py` (see there why).
+
+    `python` is the interpreter to record, default this one."""
+    python = python or sys.executable
+    if not python:  # an embedded interpreter that cannot name itself
+        return shlex.join([*vaultmem_program(), HOOK_SUBCOMMAND, *extra])
+    entry = Path(__file__).resolve().with_name("hook_entry.py")
+    return shlex.join([python, "-S", str(entry), HOOK_SUBCOMMAND, *extra])
 
 
 def is_our_hook(entry: Any) -> bool:
@@ -263,10 +271,13 @@ def claude_hook_status(scope: str, project_dir: Path | None = None) -> ClaudeHoo
 
 
 def command_runnable(command: str) -> bool:
-    """True when a registered command's program exists and can be run."""
+    """True when a registered command's program exists and can be run (and the script it runs,
+    for `<python> -S <path>/hook_entry.py`: a venv rebuilt for another Python loses it)."""
     try:
-        program = shlex.split(command)[0]
-    except (ValueError, IndexError):
+        program, *args = shlex.split(command)
+    except ValueError:
+        return False
+    if any(os.path.isabs(a) and a.endswith(".py") and not os.path.isfile(a) for a in args):
         return False
     if os.sep in program:
         return os.access(os.path.expanduser(program), os.X_OK)

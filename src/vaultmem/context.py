@@ -345,22 +345,36 @@ def build_context(
         wants_notes = False
     needs_db = vault_root is not None and (wants_notes or (include_memory and prefs is None))
     hits: list = []
-    if needs_db:
-        assert vault_root is not None
-        try:
-            opened = res.connection(settings, start=start_db, timeout=db_timeout)
-        except VaultmemError:
-            if wants_notes:
-                raise
-            opened = None  # preferences only: fall back to the user's own file below
-        if opened is not None:
-            with opened as conn:
-                vault = db.find_vault(conn, vault_root)
-                if vault is not None:
-                    if include_memory and prefs is None:
-                        prefs = vault_preferences(conn, vault)
-                    if wants_notes:
-                        hits = _search(conn, settings, vault, prompt, k, res.embedder(settings))
+    embedder: Embedder | None = None
+    prefetched = None
+    if wants_notes and getattr(res, "prefetch", False):
+        from .embed import Prefetched
+
+        # A loaded embedder starts on the prompt now, beside the database work below.
+        embedder = res.embedder(settings)
+        if Prefetched.suits(embedder):
+            embedder = prefetched = Prefetched(embedder, prompt)
+    try:
+        if needs_db:
+            assert vault_root is not None
+            try:
+                opened = res.connection(settings, start=start_db, timeout=db_timeout)
+            except VaultmemError:
+                if wants_notes:
+                    raise
+                opened = None  # preferences only: fall back to the user's own file below
+            if opened is not None:
+                with opened as conn:
+                    vault = db.find_vault(conn, vault_root)
+                    if vault is not None:
+                        if include_memory and prefs is None:
+                            prefs = vault_preferences(conn, vault)
+                        if wants_notes:
+                            embedder = embedder or res.embedder(settings)
+                            hits = _search(conn, settings, vault, prompt, k, embedder)
+    finally:
+        if prefetched is not None:
+            prefetched.close()
     if include_memory and (prefs is None or (not prefs.text.strip() and prefs.vault_path)):
         if prefs is not None and prefs.notice:
             notices.append(prefs.notice)

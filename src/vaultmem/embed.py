@@ -616,6 +616,62 @@ def _preview(body: bytes) -> str:
 _WORD = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
 
 
+class Prefetched:
+    """An embedder that started embedding one query in a background thread when it was made.
+
+    Design decision: in a long-lived process (the warm service) the query embedding is the
+    largest single step of a prompt's search, and the database work before it (finding the
+    vault, the preferences, the index state, the full-text list) does not depend on it; the
+    engines release the GIL, so both proceed at once. `embed_query` of that same text returns
+    the prefetched vector (or raises its error); anything else goes to the wrapped embedder.
+    Call `close` when done: it waits for a vector nobody asked for, so the engine never runs
+    two embeddings at once. Only for local engines: a remote API is never sent a prompt that
+    the search might not embed (a vault with no vectors from its model)."""
+
+    def __init__(self, inner: Embedder, text: str) -> None:
+        self.inner = inner
+        self.text = text
+        self._result: list[Vector] = []
+        self._error: list[BaseException] = []
+        self._worker = threading.Thread(target=self._run, name="vaultmem-prefetch", daemon=True)
+        self._worker.start()
+
+    def _run(self) -> None:
+        try:
+            self._result.append(self.inner.embed_query(self.text))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the vector
+            self._error.append(exc)
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        self.close()
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> Vector:
+        if text != self.text:
+            self.close()
+            return self.inner.embed_query(text)
+        self.close()
+        if self._error:
+            raise self._error[0]
+        return self._result[0]
+
+    def close(self) -> None:
+        self._worker.join()
+
+    @staticmethod
+    def suits(embedder: Embedder) -> bool:
+        """Whether `embedder` runs here (not a remote API)."""
+        return not isinstance(embedder, OpenAIEmbedder)
+
+
 class HashEmbedder:
     """FOR TESTS ONLY: a deterministic hashed bag of words, no model, no meaning.
 

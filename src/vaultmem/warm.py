@@ -64,6 +64,9 @@ class WarmResources:
     """One open connection per database URL and one embedder per embedding configuration,
     kept for the life of the process. Not thread-safe: callers hold `lock` around a use."""
 
+    # build_context starts a prompt's query embedding beside its database work (embed.Prefetched).
+    prefetch = True
+
     def __init__(self) -> None:
         import threading
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -300,6 +301,30 @@ def sql_explain(statement):
 
 def test_search_leaves_an_idle_connection_idle(conn, vault_id, embedder):
     search(conn, vault_id, "nginx", embedder)
+    assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+@pytest.mark.parametrize(
+    "prompt,options",
+    [
+        ("how to restore a postgres backup", {}),
+        ("nginx reload config", {"path_prefix": "ops/"}),
+        ("备份 恢复", {}),
+        ("postgres", {"tag": "ops"}),
+    ],
+)
+def test_a_prefetched_vector_gets_the_same_candidates_with_the_full_text_list_fetched_first(
+    conn, vault_id, embedder, prompt, options
+):
+    from vaultmem.embed import Prefetched
+
+    plain = query.fetch_candidates(conn, vault_id, prompt, embedder, **options)
+    prefetched = Prefetched(embedder, prompt)
+    split = query.fetch_candidates(conn, vault_id, prompt, prefetched, **options)
+    assert plain.use_vector and split.use_vector
+    key = itemgetter("path", "chunk_index")
+    assert sorted(split.rows, key=key) == sorted(plain.rows, key=key)
+    assert plain.rows  # something to compare
     assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 

@@ -628,6 +628,9 @@ class Prefetched:
     two embeddings at once. Only for local engines: a remote API is never sent a prompt that
     the search might not embed (a vault with no vectors from its model)."""
 
+    # Tells query.fetch_candidates that a vector is on its way: fetch the full-text list first.
+    prefetching = True
+
     def __init__(self, inner: Embedder, text: str) -> None:
         self.inner = inner
         self.text = text

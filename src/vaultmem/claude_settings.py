@@ -33,10 +33,10 @@ HOOK_TIMEOUT_SECONDS = 10
 def vaultmem_program() -> list[str]:
     """An absolute command for this vaultmem (GUI apps, Claude Code among them, have a thin
     PATH): the `vaultmem` being run, else the one on PATH, else `<python> -m vaultmem`."""
-    found = shutil.which("vaultmem")
     argv0 = Path(sys.argv[0])
     if argv0.name == "vaultmem" and argv0.exists():
         return [str(argv0.resolve())]
+    found = shutil.which("vaultmem")
     if found:
         return [str(Path(found).resolve())]
     return [sys.executable, "-m", "vaultmem"]

@@ -19,6 +19,7 @@ import math
 import os
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -346,15 +347,12 @@ def build_context(
     needs_db = vault_root is not None and (wants_notes or (include_memory and prefs is None))
     hits: list = []
     embedder: Embedder | None = None
-    prefetched = None
-    if wants_notes and getattr(res, "prefetch", False):
-        from .embed import Prefetched
+    with ExitStack() as stack:
+        if wants_notes and getattr(res, "prefetch", False):
+            from .embed import prefetching
 
-        # A loaded embedder starts on the prompt now, beside the database work below.
-        embedder = res.embedder(settings)
-        if Prefetched.suits(embedder):
-            embedder = prefetched = Prefetched(embedder, prompt)
-    try:
+            # A loaded embedder starts on the prompt now, beside the database work below.
+            embedder = stack.enter_context(prefetching(res.embedder(settings), prompt))
         if needs_db:
             assert vault_root is not None
             try:
@@ -372,9 +370,6 @@ def build_context(
                         if wants_notes:
                             embedder = embedder or res.embedder(settings)
                             hits = _search(conn, settings, vault, prompt, k, embedder)
-    finally:
-        if prefetched is not None:
-            prefetched.close()
     if include_memory and (prefs is None or (not prefs.text.strip() and prefs.vault_path)):
         if prefs is not None and prefs.notice:
             notices.append(prefs.notice)

@@ -31,6 +31,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
@@ -658,10 +659,9 @@ class Prefetched:
         return self.inner.embed_documents(texts)
 
     def embed_query(self, text: str) -> Vector:
-        if text != self.text:
-            self.close()
-            return self.inner.embed_query(text)
         self.close()
+        if text != self.text:
+            return self.inner.embed_query(text)
         if self._error:
             raise self._error[0]
         return self._result[0]
@@ -673,6 +673,20 @@ class Prefetched:
     def suits(embedder: Embedder) -> bool:
         """Whether `embedder` runs here (not a remote API)."""
         return not isinstance(embedder, OpenAIEmbedder)
+
+
+@contextmanager
+def prefetching(embedder: Embedder, text: str) -> Iterator[Embedder]:
+    """`embedder`, already embedding the query `text` where it runs locally (a Prefetched),
+    else as it is; on exit, waits for a prefetch nobody asked for."""
+    if not Prefetched.suits(embedder):
+        yield embedder
+        return
+    ahead = Prefetched(embedder, text)
+    try:
+        yield ahead
+    finally:
+        ahead.close()
 
 
 class HashEmbedder:

@@ -141,37 +141,34 @@ class VaultTools:
 
         target = self.target()
         k = max(1, min(MAX_K, k))
-        from .embed import Prefetched
+        from .embed import prefetching
 
         with self.resources.lock:
-            embedder = self.resources.embedder(target.settings)
+            loaded = self.resources.embedder(target.settings)
             # The query embedding runs beside the database work, as for the hook (context.py).
-            prefetched = Prefetched(embedder, query) if Prefetched.suits(embedder) else None
-            try:
-                with self.resources.connection(target.settings, start=False, timeout=3) as conn:
-                    vault = self._index(conn, target)
-                    hits = q.search(
-                        conn,
-                        vault.id,
-                        query,
-                        prefetched or embedder,
-                        k=k,
-                        path_prefix=path_prefix or None,
-                        tag=tag or None,
-                        min_score=target.settings.min_score,
-                        gate_level=target.settings.gate,
-                    )
-                    # A HEAD that moved without a hook: no hit HEAD no longer holds (and catch
-                    # up).
-                    from . import store
-                    from .freshness import fresh_hits
+            with (
+                prefetching(loaded, query) as embedder,
+                self.resources.connection(target.settings, start=False, timeout=3) as conn,
+            ):
+                vault = self._index(conn, target)
+                hits = q.search(
+                    conn,
+                    vault.id,
+                    query,
+                    embedder,
+                    k=k,
+                    path_prefix=path_prefix or None,
+                    tag=tag or None,
+                    min_score=target.settings.min_score,
+                    gate_level=target.settings.gate,
+                )
+                # A HEAD that moved without a hook: no hit HEAD no longer holds (and catch up).
+                from . import store
+                from .freshness import fresh_hits
 
-                    watermark = store.state(conn, vault.id).watermark
-                    conn.commit()
-                    hits = fresh_hits(conn, vault.id, vault.root, watermark, hits)
-            finally:
-                if prefetched is not None:
-                    prefetched.close()
+                watermark = store.state(conn, vault.id).watermark
+                conn.commit()
+                hits = fresh_hits(conn, vault.id, vault.root, watermark, hits)
         head = f"<search_results{_attrs(vault=target.entry.name, query=query)}>\n"
         if not hits:
             return head + "no relevant notes\n</search_results>"

@@ -537,11 +537,16 @@ def candidate_query(
         params["lrank"] = [r["lrank"] for r in lexical]
     elif terms:
         params.update(_lexical_params(terms))
-    if path_prefix:
-        params["prefix"] = path_prefix
-    if tag:
-        params["tag"] = tag
+    params.update(_filter_params(path_prefix, tag))
     return query, params
+
+
+def _filter_params(path_prefix: str | None, tag: str | None) -> dict[str, Any]:
+    """The parameters `_filters` refers to."""
+    return {
+        **({"prefix": path_prefix} if path_prefix else {}),
+        **({"tag": tag} if tag else {}),
+    }
 
 
 def _lexical_params(terms: Sequence[str]) -> dict[str, Any]:
@@ -563,11 +568,8 @@ def lexical_query(
     """The full-text candidate list alone (path, chunk_index, lscore, lrank), exactly as the
     candidate statement computes it; `candidate_query(lexical=rows)` takes its rows back."""
     query = sql.SQL("WITH") + _lexical_cte(_filters(path_prefix, tag)) + _LEXICAL_ONLY
-    params: dict[str, Any] = {"vault": vault_id, "n": n, **_lexical_params(terms)}
-    if path_prefix:
-        params["prefix"] = path_prefix
-    if tag:
-        params["tag"] = tag
+    params = {"vault": vault_id, "n": n, **_lexical_params(terms)}
+    params.update(_filter_params(path_prefix, tag))
     return query, params
 
 

@@ -16,10 +16,11 @@ What `vaultmem context`, the Claude Code hook and the wrapper inject is the gate
 
 For answerable questions: nDCG@10, Recall@5 and the share that get nothing, gated and ungated.
 For unanswerable prompts (SciFact claims against CMRC, CMRC questions against SciFact, both
-against the team vault, and bench/prompts/coding_prompts.txt against all three): the share
-that inject something, and a trade-off table over VAULTMEM_GATE (--levels). Modes: hybrid
-with every chunk embedded, lexical-only (a new vault's first hours), and hybrid with only a
-seeded 50 % / 10 % of chunks embedded (set inside a transaction that is rolled back).
+against the team vault, and bench/prompts/coding_prompts.txt and the held-out
+bench/prompts/agent_docs_prompts.txt against all three): the share that inject something,
+and a trade-off table over VAULTMEM_GATE (--levels). Modes: hybrid with every chunk
+embedded, lexical-only (a new vault's first hours), and hybrid with only a seeded 50 % / 10 %
+of chunks embedded (set inside a transaction that is rolled back).
 
 Every set is split into tune / report halves by seed (`_data.split`); `--half report` (the
 default) is what the README quotes; the gate was designed on `--half tune`. The hand-written
@@ -29,6 +30,7 @@ Usage:
   VAULTMEM_HOME=/tmp/vaultmem-bench-home python bench/relevance.py               # everything
   python bench/relevance.py --sets cmrc,team --modes hybrid,lexical
   python bench/relevance.py --levels=-1,0,1             # the gate's setting, both directions
+  python bench/relevance.py --without-generic           # the gate before the generic check
 Vaults are kept under VAULTMEM_BENCH_DIR (default /tmp/vaultmem-bench-vaults) and query
 vectors in a pickle there, so a second run embeds nothing.
 """
@@ -36,6 +38,7 @@ vectors in a pickle there, so a second run embeds nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import pickle
 import random
@@ -189,6 +192,21 @@ def coding_prompts() -> list[Question]:
     return out
 
 
+def docs_prompts() -> list[Question]:
+    """bench/prompts/agent_docs_prompts.txt: a held-out set (report half only), written after
+    the gate's generic requests were fixed, from the example prompts in Claude Code's docs."""
+    lines = [
+        ln.strip()
+        for ln in (PROMPTS / "agent_docs_prompts.txt").read_text(encoding="utf-8").splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ]
+    out = []
+    for line in lines:
+        lang = "zh" if any(ord(ch) > 0x2E80 for ch in line) else "en"
+        out.append(Question(line, {}, f"docs agent prompts ({lang})", "report"))
+    return out
+
+
 def foreign_questions(corpus: Corpus, group: str, n: int) -> list[Question]:
     """`n` of another corpus's questions per half, as unanswerable prompts (seeded sample)."""
     out = []
@@ -293,6 +311,7 @@ def evaluate(
     mode: str,
     levels: list[float],
     check_every: int = 20,
+    without_generic: bool = False,
 ) -> dict[str, Result]:
     """group -> figures, ungated and gated at each VAULTMEM_GATE level.
 
@@ -303,6 +322,9 @@ def evaluate(
     from vaultmem import query
 
     fusion = query.fusion_for(embedder.model_id)
+    if without_generic:  # the gate as it was before the generic-request check, for comparison
+        fusion = dataclasses.replace(fusion, generic_margin=None)
+        check_every = 0
     out: dict[str, Result] = {}
     for i, q in enumerate(questions):
         res = out.setdefault(q.group, Result())
@@ -316,7 +338,7 @@ def evaluate(
             verdicts = [] if free else query.gate(hits, fusion=fusion, k=10, level=level)
             got = [v.hit.path for v in verdicts if v.kept]
             res.gated.setdefault(level, Figures()).add(got, q.relevant, ungated)
-            if level == 0 and i % check_every == 0:
+            if level == 0 and check_every and i % check_every == 0:
                 via = query.search(conn, vault_id, q.text, embedder, k=10, mode=mode)
                 assert [h.path for h in via] == got, (q.text, via, got)
     return out
@@ -390,6 +412,11 @@ def main() -> int:
         default="-2,-1,0,1,2",
         help="VAULTMEM_GATE values for the trade-off tables (0, the default, is always measured)",
     )
+    ap.add_argument(
+        "--without-generic",
+        action="store_true",
+        help="gate without the generic-request check (the gate before it), for comparison",
+    )
     args = ap.parse_args()
 
     work, _ = bench_env("vaultmem-relevance-", args.provider)
@@ -411,7 +438,7 @@ def main() -> int:
     if {"scifact", "cmrc", "team"} & set(corpora):
         sci = corpora.get("scifact") or makers["scifact"]()
         cm = corpora.get("cmrc") or makers["cmrc"]()
-        coding = coding_prompts()
+        coding = coding_prompts() + docs_prompts()
         unanswerable["scifact"] = foreign_questions(cm, "CMRC questions", args.foreign) + coding
         unanswerable["cmrc"] = foreign_questions(sci, "SciFact claims", args.foreign) + coding
         # A small personal vault of ops notes, mostly Chinese: the hardest case for the gate
@@ -444,11 +471,27 @@ def main() -> int:
                 fraction = float(frac) if frac else 1.0
                 label = f"{mode}" + (f", {fraction:.0%} of chunks embedded" if frac else "")
                 with coverage(conn, vault.id, fraction):
-                    res = evaluate(conn, vault.id, embedder, questions, mode=mode, levels=levels)
+                    res = evaluate(
+                        conn,
+                        vault.id,
+                        embedder,
+                        questions,
+                        mode=mode,
+                        levels=levels,
+                        without_generic=args.without_generic,
+                    )
                     print_answerable(f"{name}, {label}: answerable", res)
                     if name in unanswerable:
                         prompts = [q for q in unanswerable[name] if args.half in ("all", q.half)]
-                        un = evaluate(conn, vault.id, embedder, prompts, mode=mode, levels=levels)
+                        un = evaluate(
+                            conn,
+                            vault.id,
+                            embedder,
+                            prompts,
+                            mode=mode,
+                            levels=levels,
+                            without_generic=args.without_generic,
+                        )
                         print_unanswerable(f"{name}, {label}: unanswerable", un)
                         res = {**res, **un}
                     print_tradeoff(f"{name}, {label}", res, levels)

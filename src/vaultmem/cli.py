@@ -1327,6 +1327,12 @@ def query_cmd(
             f"dropped by the relevance gate (a prompt needs one of its first "
             f"{query.GATE_WINDOW} notes at evidence >= {need:g}; VAULTMEM_GATE={settings.gate:g}):"
         )
+        owed = max((h.generic_penalty for h, _ in dropped), default=0.0)
+        if owed > 0:
+            _echo(
+                f"  this prompt reads like generic coding work (it resembles one of vaultmem's "
+                f"generic requests): every note's evidence is {owed:.1f} lower"
+            )
         reasons = {drop for _, drop in dropped}
         if len(reasons) == 1:  # say it once, not on every line
             _echo(f"  all: {_DROP_REASONS[dropped[0][1].value]}")
@@ -1366,9 +1372,10 @@ def _explain_line(h: Any) -> str:
     def nats(x: float | None) -> str:
         return "-" if x is None or x == float("-inf") else f"{x:.1f}"
 
+    generic = f", generic work -{h.generic_penalty:.1f}" if h.generic_penalty > 0 else ""
     return (
         f"{vec}; {lex}; {h.matched_terms} terms matched; evidence {nats(h.evidence)} "
-        f"(words {nats(h.lexical_evidence)}, vector {nats(h.vector_evidence)}); "
+        f"(words {nats(h.lexical_evidence)}, vector {nats(h.vector_evidence)}{generic}); "
         f"fused {h.fused:.5f}; commit {h.commit_sha[:7]}"
     )
 

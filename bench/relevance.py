@@ -17,7 +17,7 @@ What `vaultmem context`, the Claude Code hook and the wrapper inject is the gate
 For answerable questions: nDCG@10, Recall@5 and the share that get nothing, gated and ungated.
 For unanswerable prompts (SciFact claims against CMRC, CMRC questions against SciFact, both
 against the team vault, and bench/prompts/coding_prompts.txt and the held-out
-bench/prompts/agent_docs_prompts.txt against all three): the share that inject something,
+bench/prompts/agent_*_prompts.txt against all three): the share that inject something,
 and a trade-off table over VAULTMEM_GATE (--levels). Modes: hybrid with every chunk
 embedded, lexical-only (a new vault's first hours), and hybrid with only a seeded 50 % / 10 %
 of chunks embedded (set inside a transaction that is rolled back).
@@ -192,18 +192,24 @@ def coding_prompts() -> list[Question]:
     return out
 
 
-def docs_prompts() -> list[Question]:
-    """bench/prompts/agent_docs_prompts.txt: a held-out set (report half only), written after
-    the gate's generic requests were fixed, from the example prompts in Claude Code's docs."""
-    lines = [
-        ln.strip()
-        for ln in (PROMPTS / "agent_docs_prompts.txt").read_text(encoding="utf-8").splitlines()
-        if ln.strip() and not ln.startswith("#")
-    ]
+def agent_prompts() -> list[Question]:
+    """Two report-only sets of coding-agent prompts from public docs, each taken after a version
+    of the gate's generic requests was fixed (see the files' headers): Claude Code's example
+    prompts (bench/prompts/agent_docs_prompts.txt) and GitHub Copilot's
+    (bench/prompts/agent_copilot_prompts.txt)."""
     out = []
-    for line in lines:
-        lang = "zh" if any(ord(ch) > 0x2E80 for ch in line) else "en"
-        out.append(Question(line, {}, f"docs agent prompts ({lang})", "report"))
+    for name, group in (
+        ("agent_docs_prompts.txt", "Claude docs"),
+        ("agent_copilot_prompts.txt", "Copilot docs"),
+    ):
+        lines = [
+            ln.strip()
+            for ln in (PROMPTS / name).read_text(encoding="utf-8").splitlines()
+            if ln.strip() and not ln.startswith("#")
+        ]
+        for line in lines:
+            lang = "zh" if any(ord(ch) > 0x2E80 for ch in line) else "en"
+            out.append(Question(line, {}, f"{group} prompts ({lang})", "report"))
     return out
 
 
@@ -438,7 +444,7 @@ def main() -> int:
     if {"scifact", "cmrc", "team"} & set(corpora):
         sci = corpora.get("scifact") or makers["scifact"]()
         cm = corpora.get("cmrc") or makers["cmrc"]()
-        coding = coding_prompts() + docs_prompts()
+        coding = coding_prompts() + agent_prompts()
         unanswerable["scifact"] = foreign_questions(cm, "CMRC questions", args.foreign) + coding
         unanswerable["cmrc"] = foreign_questions(sci, "SciFact claims", args.foreign) + coding
         # A small personal vault of ops notes, mostly Chinese: the hardest case for the gate

@@ -27,7 +27,6 @@ import logging
 import os
 import threading
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,16 +46,21 @@ _lock = threading.Lock()
 @cache
 def texts() -> tuple[str, ...]:
     """The generic requests, one per line of the package's file (comments and blanks left out)."""
-    raw = resources.files(__package__ or "vaultmem").joinpath(TEXTS_FILE).read_text("utf-8")
+    raw = (Path(__file__).parent / TEXTS_FILE).read_text(encoding="utf-8")
     return tuple(
         line.strip() for line in raw.splitlines() if line.strip() and not line.startswith("#")
     )
 
 
-def _cache_file(cache_dir: Path, model_id: str) -> Path:
+@cache
+def _file_name(model_id: str) -> str:
     digest = hashlib.sha256(("\n".join((model_id, *texts()))).encode()).hexdigest()[:16]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_id)
-    return cache_dir / f"generic-{safe}-{digest}.npy"
+    return f"generic-{safe}-{digest}.npy"
+
+
+def _cache_file(cache_dir: Path, model_id: str) -> Path:
+    return cache_dir / _file_name(model_id)
 
 
 def vectors(embedder: Embedder, cache_dir: Path | None = None) -> np.ndarray:

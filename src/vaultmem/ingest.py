@@ -438,6 +438,7 @@ class Ingester:
         self.conn.commit()
         if total == 0:
             result.backlog = 0
+            self._prepare_generic()
             return True
         db.ensure_vector_index(self.conn, model, self.embedder.dimension)
         self.conn.commit()
@@ -473,24 +474,24 @@ class Ingester:
             self.progress("embed", done, total)
             if tracker is not None:
                 tracker.update(done=done, total=total, rate=rate)
-        if done:
-            self._prepare_generic()
+        self._prepare_generic()
         result.backlog = store.backlog_size(self.conn, vid, model)
         self.conn.commit()
         return result.backlog == 0
 
     def _prepare_generic(self) -> None:
-        """Embed the relevance gate's generic requests now, while the model is loaded, so the
-        first prompt's hook does not (a no-op once they are cached for this model)."""
+        """Embed the relevance gate's generic requests if they are not cached for this model
+        yet (module `generic`): searches never do, so this run, in the background, does. Once
+        per model and machine; a no-op (a file check) after that."""
         from . import generic
         from .query import fusion_for
 
         if fusion_for(self.embedder.model_id).generic_margin is None:
             return
         try:
-            generic.vectors(self.embedder, getattr(self.embedder, "cache_dir", None))
+            generic.prepare(self.embedder)
         except VaultmemError:
-            pass  # the first query embeds them instead; the index itself is complete
+            pass  # the next run tries again; until then the gate works without them
 
 
 # --- entry points ------------------------------------------------------------------------------

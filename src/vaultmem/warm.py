@@ -158,7 +158,7 @@ class WarmResources:
 def warm_up(resources: WarmResources) -> str:
     """Load what the first request would: the search stack, the default vault's embedder (one
     query embedded) and its connection. Best effort; returns what was warmed, for the log."""
-    from . import query, vaults  # noqa: F401 - imported to be loaded
+    from . import query, vaults
     from .config import load_settings
 
     try:
@@ -167,6 +167,10 @@ def warm_up(resources: WarmResources) -> str:
         settings = load_settings(entry.path if entry else None, user=user)
         embedder = resources.embedder(settings)
         embedder.embed_query("warm up")
+        if query.fusion_for(embedder.model_id).generic_margin is not None:
+            from . import generic
+
+            generic.prepare(embedder)  # the gate's generic requests, if no ingest cached them
         with resources.connection(settings, start=False, timeout=3):
             pass
         return f"warmed {embedder.model_id} for {entry.name if entry else 'no vault'}"

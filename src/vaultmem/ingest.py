@@ -483,13 +483,10 @@ class Ingester:
         """Embed the relevance gate's generic requests if they are not cached for this model
         yet (module `generic`): searches never do, so this run, in the background, does. Once
         per model and machine; a no-op (a file check) after that."""
-        from . import generic
-        from .query import fusion_for
+        from .query import prepare_generic
 
-        if fusion_for(self.embedder.model_id).generic_margin is None:
-            return
         try:
-            generic.prepare(self.embedder)
+            prepare_generic(self.embedder)
         except VaultmemError:
             pass  # the next run tries again; until then the gate works without them
 

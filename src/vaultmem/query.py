@@ -176,6 +176,13 @@ def fusion_for(model_id: str) -> Fusion:
     return FUSION_PROFILES.get(model_id.split(":", 1)[0], Fusion())
 
 
+def prepare_generic(embedder: Embedder) -> None:
+    """Embed the gate's generic requests (module `generic`) for `embedder` if its profile uses
+    them. For the ingest and the warm service: a search never embeds them."""
+    if fusion_for(embedder.model_id).generic_margin is not None:
+        generic.prepare(embedder)
+
+
 # --- prompt analysis -------------------------------------------------------------------------
 
 # Words that carry no topic. Queries keep them for the embedder but not for full-text search

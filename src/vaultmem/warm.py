@@ -167,10 +167,7 @@ def warm_up(resources: WarmResources) -> str:
         settings = load_settings(entry.path if entry else None, user=user)
         embedder = resources.embedder(settings)
         embedder.embed_query("warm up")
-        if query.fusion_for(embedder.model_id).generic_margin is not None:
-            from . import generic
-
-            generic.prepare(embedder)  # the gate's generic requests, if no ingest cached them
+        query.prepare_generic(embedder)  # if no ingest has cached them yet
         with resources.connection(settings, start=False, timeout=3):
             pass
         return f"warmed {embedder.model_id} for {entry.name if entry else 'no vault'}"

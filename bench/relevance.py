@@ -177,19 +177,28 @@ def team() -> Corpus:
     return Corpus("team", files, qs)
 
 
-def coding_prompts() -> list[Question]:
-    """bench/prompts/coding_prompts.txt, each with its seeded half."""
-    lines = [
+def _prompt_lines(name: str) -> list[str]:
+    """The prompts in bench/prompts/NAME, one per line (comments and blank lines left out)."""
+    return [
         ln.strip()
-        for ln in (PROMPTS / "coding_prompts.txt").read_text(encoding="utf-8").splitlines()
+        for ln in (PROMPTS / name).read_text(encoding="utf-8").splitlines()
         if ln.strip() and not ln.startswith("#")
     ]
-    half = _halves(lines, 17)
+
+
+def _prompts(lines: list[str], group: str, halves: dict[str, str]) -> list[Question]:
+    """Unanswerable prompts, grouped by language: "GROUP (en)" and "GROUP (zh)"."""
     out = []
     for line in lines:
         lang = "zh" if any(ord(ch) > 0x2E80 for ch in line) else "en"
-        out.append(Question(line, {}, f"coding prompts ({lang})", half[line]))
+        out.append(Question(line, {}, f"{group} ({lang})", halves[line]))
     return out
+
+
+def coding_prompts() -> list[Question]:
+    """bench/prompts/coding_prompts.txt, each with its seeded half."""
+    lines = _prompt_lines("coding_prompts.txt")
+    return _prompts(lines, "coding prompts", _halves(lines, 17))
 
 
 def agent_prompts() -> list[Question]:
@@ -202,14 +211,8 @@ def agent_prompts() -> list[Question]:
         ("agent_docs_prompts.txt", "Claude docs"),
         ("agent_copilot_prompts.txt", "Copilot docs"),
     ):
-        lines = [
-            ln.strip()
-            for ln in (PROMPTS / name).read_text(encoding="utf-8").splitlines()
-            if ln.strip() and not ln.startswith("#")
-        ]
-        for line in lines:
-            lang = "zh" if any(ord(ch) > 0x2E80 for ch in line) else "en"
-            out.append(Question(line, {}, f"{group} prompts ({lang})", "report"))
+        lines = _prompt_lines(name)
+        out += _prompts(lines, f"{group} prompts", dict.fromkeys(lines, "report"))
     return out
 
 
@@ -426,7 +429,7 @@ def main() -> int:
     args = ap.parse_args()
 
     work, _ = bench_env("vaultmem-relevance-", args.provider)
-    from vaultmem import db, generic
+    from vaultmem import db, query
     from vaultmem.embed import get_embedder
 
     makers: dict[str, Callable[[], Corpus]] = {
@@ -461,8 +464,8 @@ def main() -> int:
         root, settings = bench_vault(name, corpus.files)
         if embedder is None:
             embedder = CachedEmbedder(get_embedder(settings))
-            # As after a user's ingest: the gate's generic requests are embedded (query.generic).
-            generic.prepare(embedder)
+            # As after a user's ingest: the gate's generic requests are embedded (module generic).
+            query.prepare_generic(embedder)
         questions = [q for q in corpus.questions if args.half in ("all", q.half)]
         print(
             f"\n## {name}: {len(corpus.files)} notes, {len(questions)} questions "

@@ -40,7 +40,7 @@ MODES = ("hybrid", "lexical", "hybrid@0.5", "hybrid@0.1")
 
 def dump(args: argparse.Namespace) -> None:
     bench_env("vaultmem-tune-gate-", args.provider)
-    from vaultmem import db, generic, query
+    from vaultmem import db, query
     from vaultmem.embed import get_embedder
 
     sci, cm = scifact(args.scifact_docs), cmrc(0)
@@ -61,8 +61,8 @@ def dump(args: argparse.Namespace) -> None:
         root, settings = bench_vault(corpus.name, corpus.files)
         if embedder is None:
             embedder = CachedEmbedder(get_embedder(settings))
-            # As after a user's ingest: the gate's generic requests are embedded (query.generic).
-            generic.prepare(embedder)
+            # As after a user's ingest: the gate's generic requests are embedded (module generic).
+            query.prepare_generic(embedder)
         qs = [q for q in corpus.questions + prompts if q.half == args.half]
         print(f"{name}: {len(qs)} questions and prompts ({args.half} half)", flush=True)
         with db.connect(settings) as conn:

@@ -34,8 +34,9 @@ def bench_vault(name: str, files: Mapping[str, str], *, embed: bool = True) -> t
     """The vault NAME holding exactly `files` (path -> text), indexed; (root, settings).
 
     Needs the environment from `_setup.bench_env` (provider, git identity, VAULTMEM_HOME)."""
-    from vaultmem import db, ingest
     from vaultmem.config import load_settings
+    from vaultmem.index import ingest
+    from vaultmem.store import db
 
     root = bench_dir() / name
     mark = root / ".git" / "vaultmem-bench.json"
@@ -67,8 +68,8 @@ def bench_vault(name: str, files: Mapping[str, str], *, embed: bool = True) -> t
 
 def _forget(root: Path) -> None:
     """Drop an outdated bench vault's rows (its vectors stay in the embedding cache)."""
-    from vaultmem import db
     from vaultmem.config import load_settings
+    from vaultmem.store import db
 
     settings = load_settings(root)
     with db.connect(settings, start=True) as conn:

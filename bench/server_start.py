@@ -23,7 +23,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
-    from vaultmem import server
+    from vaultmem.store import server
 
     cold, warm, attach = [], [], []
     for _ in range(args.runs):
@@ -47,7 +47,7 @@ def main() -> None:
     base.chmod(0o755)
     server.start(base / "home")
     code = (
-        "import sys,time; t=time.perf_counter(); from vaultmem import server; import psycopg;"
+        "import sys,time; t=time.perf_counter(); from vaultmem.store import server; import psycopg;"
         "psycopg.connect(server.running_url(__import__('pathlib').Path(sys.argv[1]))).close();"
         "print(time.perf_counter()-t)"
     )

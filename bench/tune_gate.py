@@ -40,8 +40,9 @@ MODES = ("hybrid", "lexical", "hybrid@0.5", "hybrid@0.1")
 
 def dump(args: argparse.Namespace) -> None:
     bench_env("vaultmem-tune-gate-", args.provider)
-    from vaultmem import db, query
     from vaultmem.embed import get_embedder
+    from vaultmem.search import query
+    from vaultmem.store import db
 
     sci, cm = scifact(args.scifact_docs), cmrc(0)
     coding = coding_prompts()
@@ -91,7 +92,7 @@ def figures(
 ) -> dict[str, tuple[int, float, float, float]]:
     """group -> (n, % with nothing (answerable) or something (unanswerable), gated nDCG@10,
     ungated nDCG@10), through the real query.fuse and query.gate."""
-    from vaultmem import query
+    from vaultmem.search import query
 
     acc: dict[str, list[float]] = {}
     for q, c in items:
@@ -123,7 +124,7 @@ def load_candidates(paths: list[str]) -> dict[tuple[str, str], list[tuple[Questi
 def evaluate(args: argparse.Namespace) -> None:
     import dataclasses
 
-    from vaultmem import query
+    from vaultmem.search import query
 
     paths = (
         args.pickles.split(",")

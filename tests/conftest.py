@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from vaultmem import server
+from vaultmem.store import server
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test",
@@ -99,7 +99,7 @@ def db_url(pg_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
 @pytest.fixture
 def conn(db_url: str) -> Iterator[psycopg.Connection]:
     """A connection to a fresh database with the vaultmem schema applied."""
-    from vaultmem import db
+    from vaultmem.store import db
 
     c = db.connect_url(db_url)
     db.apply_schema(c)

@@ -8,8 +8,9 @@ from typing import Any
 
 import psycopg
 
-from vaultmem import db, ingest
 from vaultmem.config import load_settings
+from vaultmem.index import ingest
+from vaultmem.store import db
 
 
 def snapshot(conn: psycopg.Connection, root: Path) -> dict[str, Any]:

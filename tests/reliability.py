@@ -19,7 +19,8 @@ from typing import Any
 import portalocker
 import psycopg
 
-from vaultmem import db, gitdiff
+from vaultmem.index import gitdiff
+from vaultmem.store import db
 
 WORDS = (
     "river mountain cloud storm tiger paper code bread cheese apple lantern harbor garden "

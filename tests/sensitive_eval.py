@@ -19,9 +19,10 @@ from pathlib import Path
 from click.testing import CliRunner
 from sensitive_corpus import Sample
 
-from vaultmem import audit, db, ingest
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
+from vaultmem.index import audit, ingest
+from vaultmem.store import db
 
 TABLES = (
     "memory_notes",

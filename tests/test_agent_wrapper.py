@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from test_query import NOTES, add_note
 
-from vaultmem import db, vaults
+from vaultmem import vaults
 from vaultmem.embed import HashEmbedder
+from vaultmem.store import db
 
 REPO = Path(__file__).resolve().parent.parent
 WRAPPER = REPO / "bin" / "agent-with-memory"
@@ -185,7 +186,7 @@ def test_the_initial_prompt_gets_the_default_vaults_notes_once_from_any_director
 def test_notes_arrive_once_when_the_user_hook_is_installed_too(
     fake_claude, memory_file, indexed_vault, tmp_path
 ):
-    from vaultmem.claude_settings import hook_command, merge_hook
+    from vaultmem.agent.claude_settings import hook_command, merge_hook
 
     bindir, argv_file = fake_claude
     env = base_env(bindir, argv_file, memory_file, tmp_path)

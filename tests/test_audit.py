@@ -17,12 +17,13 @@ from click.testing import CliRunner
 from indexing import index, snapshot
 from secret_corpus import benign_notes, fake_aws, fake_password, secret_notes
 
-from vaultmem import audit, db, ingest
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
 from vaultmem.embed import get_embedder
 from vaultmem.errors import AuditPathError
-from vaultmem.verify import verify
+from vaultmem.index import audit, ingest
+from vaultmem.index.verify import verify
+from vaultmem.store import db
 
 AWS_ID, AWS_SECRET = fake_aws(random.Random(7))
 CLEAN = "# Deploy\n\nThe service runs on three nodes behind the load balancer.\n"

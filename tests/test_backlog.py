@@ -9,11 +9,13 @@ from click.testing import CliRunner
 from embedding_servers import FailingEmbeddingServer, Reply
 from indexing import index, snapshot
 
-from vaultmem import db, git_hooks, store
+from vaultmem import store
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
 from vaultmem.embed import get_embedder
-from vaultmem.query import search
+from vaultmem.index import git_hooks
+from vaultmem.search.query import search
+from vaultmem.store import db
 
 
 def test_a_note_committed_behind_a_large_backlog_is_found_lexically_at_once(

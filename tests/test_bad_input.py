@@ -23,9 +23,9 @@ from conftest import GIT_ENV, Vault
 from indexing import fresh_build_snapshot, index, snapshot
 from reliability import invariants, vault_id, vaultmem
 
-from vaultmem import db
 from vaultmem.config import load_settings
-from vaultmem.verify import verify
+from vaultmem.index.verify import verify
+from vaultmem.store import db
 
 _rng = random.Random(17)
 

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from vaultmem import server
 from vaultmem.cli import cli
+from vaultmem.store import server
 
 
 def _alive(pid: int) -> bool:
@@ -71,7 +71,7 @@ def test_a_sigkilled_owner_does_not_leave_an_unstoppable_server(home: Path) -> N
         [
             sys.executable,
             "-c",
-            "import sys, time; from vaultmem import server; "
+            "import sys, time; from vaultmem.store import server; "
             "server.start(__import__('pathlib').Path(sys.argv[1])); print('up', flush=True); time.sleep(120)",
             str(home),
         ],

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 from test_agent_wrapper import indexed_vault  # noqa: F401 - fixture
 
-from vaultmem.claude_hook import parse_args
-from vaultmem.claude_settings import (
+from vaultmem.agent.claude_hook import parse_args
+from vaultmem.agent.claude_settings import (
     EVENT,
     hook_command,
     install_claude_hook,
@@ -363,7 +363,7 @@ def test_the_hook_process_does_not_import_the_cli():
     )
     assert proc.returncode == 0 and proc.stdout == b""
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()}
-    assert "vaultmem.claude_hook" in imported
+    assert "vaultmem.agent.claude_hook" in imported
     assert not {"click", "vaultmem.cli", "rich", "dotenv", "sqlalchemy"} & imported
 
 
@@ -376,8 +376,14 @@ def test_a_searching_hook_imports_no_secret_detector_yaml_or_sqlalchemy(indexed_
     )
     assert b'path="ops/postgres-backup.md"' in proc.stdout  # it really searched
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()}
-    assert "vaultmem.query" in imported
-    heavy = {"detect_secrets", "vaultmem.sensitive", "vaultmem.triage", "yaml", "sqlalchemy"}
+    assert "vaultmem.search.query" in imported
+    heavy = {
+        "detect_secrets",
+        "vaultmem.index.sensitive",
+        "vaultmem.index.triage",
+        "yaml",
+        "sqlalchemy",
+    }
     assert not heavy & imported
 
 
@@ -415,7 +421,7 @@ def test_query_command_json_and_explain(indexed_vault):  # noqa: F811
 
 
 def test_query_command_on_an_unregistered_vault_says_what_to_do(db_url, vault):
-    from vaultmem import db
+    from vaultmem.store import db
 
     with db.connect_url(db_url) as c:
         db.apply_schema(c)

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from indexing import index
 
 from vaultmem import vaults
-from vaultmem.claude_mcp import (
+from vaultmem.agent.claude_mcp import (
     SERVER_NAME,
     claude_mcp_add_command,
     install_mcp_server,

@@ -24,9 +24,9 @@ from reliability import (
     wait_settled,
 )
 
-from vaultmem import git_hooks
 from vaultmem.config import load_settings
-from vaultmem.verify import verify
+from vaultmem.index import git_hooks
+from vaultmem.index.verify import verify
 
 COMMITS = 50
 REBUILD_AT = 25

@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vaultmem.config import load_settings
-from vaultmem.context import (
+from vaultmem.agent.context import (
     CONTEXT_TAG,
     TRUNCATED,
     build_context,
@@ -20,6 +19,7 @@ from vaultmem.context import (
     render_memory,
     water_fill,
 )
+from vaultmem.config import load_settings
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from indexing import fresh_build_snapshot, index, snapshot
 from reliability import index_state, invariants, note_text, vaultmem
 
 from vaultmem.config import load_settings
-from vaultmem.verify import verify
+from vaultmem.index.verify import verify
 
 # Small embedding batches: many one-transaction embedding steps for a kill to land in.
 EMBED_ENV = {"VAULTMEM_EMBEDDING_BATCH_SIZE": "16"}

@@ -20,8 +20,8 @@ import pytest
 from indexing import fresh_build_snapshot, snapshot
 from reliability import hook_log, index_state, invariants, vaultmem, wait_for, wait_settled
 
-from vaultmem import db, server
 from vaultmem.config import load_settings
+from vaultmem.store import db, server
 
 
 @pytest.fixture

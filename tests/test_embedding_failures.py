@@ -21,7 +21,7 @@ from indexing import fresh_build_snapshot, index, snapshot
 from reliability import index_state, invariants, note_text, vault_id, vaultmem
 
 from vaultmem.cli import cli
-from vaultmem.markdown import embedding_input
+from vaultmem.index.markdown import embedding_input
 
 MODEL = "multilingual-e5-small-q4"  # a size the embedder knows: no probe request to script
 DIM = 384

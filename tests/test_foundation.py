@@ -11,10 +11,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from vaultmem import db, migrations
 from vaultmem.cli import cli
 from vaultmem.config import SETTINGS, load_settings, redact_url
 from vaultmem.errors import ConfigError, SchemaError
+from vaultmem.store import db, migrations
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,7 +141,7 @@ def test_a_newer_schema_is_refused_with_a_clear_error(conn) -> None:
 
 
 def test_packaged_schema_is_the_top_level_file() -> None:
-    packaged = ROOT / "src" / "vaultmem" / "schema.sql"
+    packaged = ROOT / "src" / "vaultmem" / "store" / "schema.sql"
     assert packaged.read_bytes() == (ROOT / "schema.sql").read_bytes()
     assert migrations.schema_path().resolve() == (ROOT / "schema.sql").resolve()
 
@@ -223,7 +223,7 @@ def test_a_database_that_dies_mid_command_is_one_line(conn, vault, monkeypatch) 
     """The server terminates the session while a command runs: no traceback, exit 4."""
     vault.write("a.md", "# A\n")
     vault.commit()
-    import vaultmem.ingest as ingest_mod
+    import vaultmem.index.ingest as ingest_mod
 
     real = ingest_mod.index_pass
 

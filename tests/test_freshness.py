@@ -16,10 +16,12 @@ from conftest import Vault
 from indexing import index, snapshot
 from reliability import wait_for
 
-from vaultmem import db, freshness, gitdiff, vaults
+from vaultmem import vaults
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
-from vaultmem.verify import verify
+from vaultmem.index import freshness, gitdiff
+from vaultmem.index.verify import verify
+from vaultmem.store import db
 
 
 def watermark(conn, root: Path) -> str | None:
@@ -96,7 +98,7 @@ def test_head_is_read_without_git_in_every_ref_layout(vault, tmp_path) -> None:
 def test_a_vault_without_commits_has_not_moved_and_git_is_not_asked(
     vault, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from vaultmem import gitdiff
+    from vaultmem.index import gitdiff
 
     def no_git(*args: object, **kw: object) -> None:
         raise AssertionError("git was run")
@@ -251,7 +253,7 @@ def test_a_closed_pipe_ends_quietly_with_the_commands_own_status(conn, vault, tm
 
 
 def test_status_shows_a_running_drainers_rate_progress_and_time_left(conn, vault) -> None:
-    from vaultmem import ingest
+    from vaultmem.index import ingest
 
     vault.write("a.md", "# A\n\nalpha\n")
     vault.commit()

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vaultmem import generic
 from vaultmem.embed import HashEmbedder
+from vaultmem.search import generic
 
 
 @pytest.fixture(autouse=True)

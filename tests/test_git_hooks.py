@@ -13,8 +13,9 @@ from click.testing import CliRunner
 from indexing import snapshot
 from reliability import wait_for
 
-from vaultmem import db, git_hooks
 from vaultmem.cli import cli
+from vaultmem.index import git_hooks
+from vaultmem.store import db
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from vaultmem import gitdiff
 from vaultmem.errors import GitError, NotAGitRepo
-from vaultmem.gitdiff import BlobReader, Change, parse_diff_tree
+from vaultmem.index import gitdiff
+from vaultmem.index.gitdiff import BlobReader, Change, parse_diff_tree
 
 ODD_NAMES = [
     "line\nbreak.md",

@@ -8,10 +8,13 @@ from pathlib import Path
 from click.testing import CliRunner
 from indexing import fresh_build_snapshot, index, snapshot
 
-from vaultmem import db, ingest, lexical, query, store
+from vaultmem import store
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
-from vaultmem.verify import verify
+from vaultmem.index import ingest, lexical
+from vaultmem.index.verify import verify
+from vaultmem.search import query
+from vaultmem.store import db
 
 LONG = "\n\n".join(f"## Part {i}\n\n" + f"Paragraph {i} about topic {i}. " * 30 for i in range(8))
 

@@ -25,9 +25,9 @@ from hypothesis.stateful import (
 )
 from indexing import fresh_build_snapshot, index, snapshot
 
-from vaultmem import db
 from vaultmem.config import load_settings
-from vaultmem.verify import verify
+from vaultmem.index.verify import verify
+from vaultmem.store import db
 
 CATCH_UPS: list[int] = []
 NAMES = ["a.md", "b.md", "notes/c.md", "notes/deep/d.md", "日记.md", "with space.md", "-dash.md"]

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from test_agent_wrapper import indexed_vault  # noqa: F401 - fixture
 from test_claude_hook import payload, run_hook
 
-from vaultmem import injections
+from vaultmem.agent import injections
 from vaultmem.cli import cli
 from vaultmem.config import user_home
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vaultmem.lexical import MAX_TOKEN_CHARS, lexeme_text, query_tokens, tokens, words
+from vaultmem.index.lexical import MAX_TOKEN_CHARS, lexeme_text, query_tokens, tokens, words
 
 
 @pytest.mark.parametrize(

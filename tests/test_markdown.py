@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vaultmem.markdown import (
+from vaultmem.index.markdown import (
     SKIP_BINARY,
     SKIP_INVALID_UTF8,
     SKIP_TOO_LARGE,

@@ -20,9 +20,10 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from secret_corpus import fake_aws
 
-from vaultmem import injections, vaults
+from vaultmem import vaults
+from vaultmem.agent import injections
+from vaultmem.agent.mcp_server import MAX_GET_CHARS, note_id, tool_schema_chars
 from vaultmem.config import user_home
-from vaultmem.mcp_server import MAX_GET_CHARS, note_id, tool_schema_chars
 
 AWS_KEY, AWS_SECRET = fake_aws(random.Random(3))
 
@@ -280,7 +281,7 @@ def test_without_a_registered_vault_the_server_says_how_to_register_one(db_url, 
 
 
 def test_tree_entry_takes_the_path_literally(vault):
-    from vaultmem import gitdiff
+    from vaultmem.index import gitdiff
 
     vault.write("a*.md", "star\n")
     vault.write("ab.md", "plain\n")
@@ -297,7 +298,7 @@ def test_tree_entry_takes_the_path_literally(vault):
 
 
 def test_recent_commits_lists_paths_per_commit_newest_first(vault):
-    from vaultmem import gitdiff
+    from vaultmem.index import gitdiff
 
     vault.write("one.md", "1\n")
     vault.write("odd\nname.md", "2\n")

@@ -10,9 +10,10 @@ from click.testing import CliRunner
 from indexing import index
 from secret_corpus import fake_password
 
-from vaultmem import db, ingest, migrations
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
+from vaultmem.index import ingest
+from vaultmem.store import db, migrations
 
 WORD = "zebediahxq"  # a word no other note holds
 
@@ -52,7 +53,7 @@ def test_a_secret_that_once_leaked_leaves_nothing_after_quarantine_and_rebuild(c
     vault.commit()
     index(vault.root)
     assert WORD not in lexemes(conn)  # quarantined from the start
-    from vaultmem import audit
+    from vaultmem.index import audit
 
     v = db.find_vault(conn, vault.root)
     assert v is not None

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vaultmem.config import load_settings
-from vaultmem.paths import ExclusionCode, PathPolicy
+from vaultmem.index.paths import ExclusionCode, PathPolicy
 
 DEFAULT = PathPolicy()
 ARCHIVE = PathPolicy(exclude=(".obsidian", ".trash", ".git", "Archive", "04_Archive/"))

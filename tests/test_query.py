@@ -10,10 +10,11 @@ import numpy as np
 import psycopg
 import pytest
 
-from vaultmem import db, query
 from vaultmem.embed import HashEmbedder
-from vaultmem.lexical import lexeme_text
-from vaultmem.query import Fusion, fuse, is_content_free, search
+from vaultmem.index.lexical import lexeme_text
+from vaultmem.search import query
+from vaultmem.search.query import Fusion, fuse, is_content_free, search
+from vaultmem.store import db
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -418,7 +419,7 @@ def recount(conn: psycopg.Connection) -> tuple[list, list]:
 
 
 def test_bm25_statistics_follow_every_write(conn, vault_id, tmp_path):
-    from vaultmem import migrations
+    from vaultmem.store import migrations
 
     assert lexical_stats(conn) == recount(conn)
     assert conn.execute(

@@ -153,7 +153,7 @@ def test_a_generic_coding_request_injects_nothing_even_from_a_developers_notes(
 ) -> None:
     import dataclasses
 
-    from vaultmem import query
+    from vaultmem.search import query
 
     _indexed(vault, DEV_NOTES, monkeypatch)
     # The ingest that embedded the notes embedded the generic requests too, for every hook.

@@ -10,9 +10,9 @@ import pytest
 from secret_corpus import benign_notes, fake_aws, fake_password, secret_notes
 
 from vaultmem.config import load_settings
-from vaultmem.findings import Finding, mask
-from vaultmem.markdown import strip_private_spans
-from vaultmem.sensitive import SensitivePolicy, is_placeholder
+from vaultmem.index.findings import Finding, mask
+from vaultmem.index.markdown import strip_private_spans
+from vaultmem.index.sensitive import SensitivePolicy, is_placeholder
 
 POLICY = SensitivePolicy()
 

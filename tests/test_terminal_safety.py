@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from indexing import index
 from secret_corpus import fake_aws
 
-from vaultmem import ingest
 from vaultmem.cli import cli
 from vaultmem.dburl import redact_url
+from vaultmem.index import ingest
 from vaultmem.terminal import clean, json_safe
 
 NASTY = (

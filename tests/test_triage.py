@@ -11,10 +11,11 @@ from conftest import Vault
 from indexing import index
 from secret_corpus import fake_aws
 
-from vaultmem import audit, db, store
+from vaultmem import store
 from vaultmem.config import load_settings
-from vaultmem.paths import ExclusionCode, PathPolicy
-from vaultmem.triage import (
+from vaultmem.index import audit
+from vaultmem.index.paths import ExclusionCode, PathPolicy
+from vaultmem.index.triage import (
     MAX_PATH_BYTES,
     Ignore,
     Index,
@@ -25,7 +26,8 @@ from vaultmem.triage import (
     triage,
     triage_path,
 )
-from vaultmem.verify import verify
+from vaultmem.index.verify import verify
+from vaultmem.store import db
 
 RULES = Rules()
 AWS_ID, _ = fake_aws(random.Random(12))
@@ -185,7 +187,7 @@ def test_the_audit_rescan_decides_exactly_as_triage(path, mode, data) -> None:
 
 
 def _tree(root: Path) -> dict[str, tuple[str, str]]:
-    from vaultmem import gitdiff
+    from vaultmem.index import gitdiff
 
     return gitdiff.ls_tree(root, gitdiff.head_commit(root) or "")
 
@@ -242,7 +244,7 @@ def test_ingest_verify_and_audit_agree_with_triage_on_every_kind_of_file(
 
 
 def test_malformed_front_matter_with_a_privacy_marker_is_quarantined() -> None:
-    from vaultmem.triage import Quarantine, Rules, triage
+    from vaultmem.index.triage import Quarantine, Rules, triage
 
     for text in (
         "---\ntitle: Diary: day one: rain\nprivate: true\n\ttags: [x]\n---\n\nMet Dr. Okafor.\n",

@@ -15,7 +15,8 @@ import pytest
 from test_agent_wrapper import indexed_vault  # noqa: F401 - fixture
 from test_claude_hook import payload, registered_argv, run_hook
 
-from vaultmem import injections, vaults, warm
+from vaultmem import vaults
+from vaultmem.agent import injections, warm
 from vaultmem.config import user_home
 
 PROMPT = "how do I restore a postgres backup"
@@ -73,9 +74,16 @@ def test_the_service_lives_in_a_private_socket_and_the_hook_imports_nothing_heav
     )
     assert b'path="ops/postgres-backup.md"' in proc.stdout
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()}
-    assert "vaultmem.warm_client" in imported
-    heavy = {"psycopg", "numpy", "vaultmem.query", "vaultmem.context", "vaultmem.db", "click"}
-    heavy |= {"vaultmem.warm", "vaultmem.config", "json", "dataclasses", "hashlib"}
+    assert "vaultmem.agent.warm_client" in imported
+    heavy = {
+        "psycopg",
+        "numpy",
+        "vaultmem.search.query",
+        "vaultmem.agent.context",
+        "vaultmem.store.db",
+        "click",
+    }
+    heavy |= {"vaultmem.agent.warm", "vaultmem.config", "json", "dataclasses", "hashlib"}
     heavy |= {"typing", "re", "vaultmem.terminal"}  # the service sends its text cleaned
     heavy |= {"site"}  # started with -S: the warm path needs nothing from site-packages
     assert not heavy & imported, heavy & imported
@@ -189,7 +197,7 @@ def test_a_payload_that_is_not_utf8_or_json_prints_nothing(indexed_vault, warm_o
 
 
 def test_the_client_finds_what_config_and_vaults_find(tmp_path, monkeypatch):
-    from vaultmem import warm_client
+    from vaultmem.agent import warm_client
     from vaultmem.config import SETTINGS
 
     assert warm_client.DEFAULT_IDLE == int(SETTINGS["VAULTMEM_WARM_IDLE"][0])
@@ -210,8 +218,8 @@ def test_the_client_finds_what_config_and_vaults_find(tmp_path, monkeypatch):
 
 
 def test_other_environments_leftovers_are_pruned_after_a_week(tmp_path):
-    from vaultmem.warm import STALE_SECONDS, _prune
-    from vaultmem.warm_client import Endpoint
+    from vaultmem.agent.warm import STALE_SECONDS, _prune
+    from vaultmem.agent.warm_client import Endpoint
 
     run = tmp_path / "run"
     run.mkdir()

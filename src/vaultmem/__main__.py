@@ -56,7 +56,7 @@ class _PipeSafeStdout:
 
 def main() -> None:
     if sys.argv[1:2] == ["claude-hook"]:
-        from .claude_hook import main as hook_main
+        from .agent.claude_hook import main as hook_main
 
         hook_main(sys.argv[2:])  # returns only for --help or bad options: click handles those
     sys.stdout = _PipeSafeStdout(sys.stdout)  # type: ignore[assignment]

@@ -213,12 +213,9 @@ def _save(path: Path, doc: Any) -> None:
     """Write atomically, readable by the user only (it may hold a database URL)."""
     import tomlkit
 
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(tomlkit.dumps(doc))
-    os.replace(tmp, path)
+    from .files import atomic_write
+
+    atomic_write(path, tomlkit.dumps(doc), mode=0o600, dir_mode=0o700)
 
 
 def unique_name(config: UserConfig, root: Path) -> str:

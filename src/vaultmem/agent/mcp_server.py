@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
+from ..errors import ConfigError, VaultmemError
 from . import injections
 from .context import cut_escaped, escape_attr, escape_text
-from .errors import ConfigError, VaultmemError
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .db import Conn, Vault
-    from .vaults import VaultEntry
+    from ..config import Settings
+    from ..store.db import Conn, Vault
+    from ..vaults import VaultEntry
     from .warm import WarmResources
 
 SERVER_NAME = "vaultmem"
@@ -97,8 +97,8 @@ class VaultTools:
     # --- plumbing ----------------------------------------------------------------------------
 
     def target(self) -> Target:
-        from . import vaults
-        from .config import load_settings
+        from .. import vaults
+        from ..config import load_settings
 
         user = vaults.load()
         entry = vaults.resolve(user, self.vault, cwd=self.cwd)
@@ -108,7 +108,7 @@ class VaultTools:
         return Target(entry, load_settings(entry.path, user=user))
 
     def _index(self, conn: Conn, target: Target) -> Vault:
-        from . import db
+        from ..store import db
 
         found = db.find_vault(conn, target.entry.path)
         if found is None:
@@ -119,7 +119,7 @@ class VaultTools:
         return found
 
     def _record(self, target: Target, source: str, what: str, paths: list[str], out: str) -> None:
-        from .config import user_home
+        from ..config import user_home
 
         injections.record(
             user_home(),
@@ -137,11 +137,11 @@ class VaultTools:
     def search(
         self, query: str, k: int = 5, path_prefix: str = "", tag: str = "", explain: bool = False
     ) -> str:
-        from . import query as q
+        from ..search import query as q
 
         target = self.target()
         k = max(1, min(MAX_K, k))
-        from .embed import prefetching
+        from ..embed import prefetching
 
         with self.resources.lock:
             loaded = self.resources.embedder(target.settings)
@@ -163,8 +163,8 @@ class VaultTools:
                     gate_level=target.settings.gate,
                 )
                 # A HEAD that moved without a hook: no hit HEAD no longer holds (and catch up).
-                from . import store
-                from .freshness import fresh_hits
+                from .. import store
+                from ..index.freshness import fresh_hits
 
                 watermark = store.state(conn, vault.id).watermark
                 conn.commit()
@@ -198,9 +198,10 @@ class VaultTools:
         return out
 
     def get(self, note: str, from_line: int = 1, max_lines: int = 0) -> str:
-        from . import gitdiff, store
-        from .markdown import NoteSkipped, decode_note, strip_private_spans
-        from .triage import Ignore, Index, Quarantine, Rules, Skip, triage, triage_path
+        from .. import store
+        from ..index import gitdiff
+        from ..index.markdown import NoteSkipped, decode_note, strip_private_spans
+        from ..index.triage import Ignore, Index, Quarantine, Rules, Skip, triage, triage_path
 
         target = self.target()
         root = target.entry.path
@@ -279,7 +280,7 @@ class VaultTools:
         raise Refused(f"{path} is not served: skipped, {row['reason']} ({row['code'] or 'skip'})")
 
     def recent(self, n: int = 10) -> str:
-        from . import gitdiff
+        from ..index import gitdiff
 
         target = self.target()
         root = target.entry.path
@@ -317,8 +318,9 @@ class VaultTools:
         return "".join(lines)
 
     def status(self) -> str:
-        from . import gitdiff, store
-        from .verify import commits_behind
+        from .. import store
+        from ..index import gitdiff
+        from ..index.verify import commits_behind
 
         target = self.target()
         root = target.entry.path
@@ -432,7 +434,7 @@ def build_server(tools: VaultTools) -> Any:
     from mcp.types import ToolAnnotations
     from psycopg import Error as DatabaseError
 
-    from . import __version__
+    from .. import __version__
 
     def guarded(call: Any) -> str:
         try:

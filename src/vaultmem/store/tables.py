@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 
+from ..index.findings import Finding
+from ..index.lexical import lexeme_text
 from .db import Conn
-from .findings import Finding
-from .lexical import lexeme_text
 
 if TYPE_CHECKING:
-    from .markdown import Note
+    from ..index.markdown import Note
 
 IndexedAs = Literal["note", "quarantined", "skipped"]
 
@@ -366,7 +366,7 @@ def fill_from_cache(
 
 def backlog_batch(conn: Conn, vault_id: int, model_id: str, limit: int) -> list[tuple[str, str]]:
     """Distinct (content_hash, embedding input) still lacking a vector from `model_id`."""
-    from .markdown import embedding_input  # a writer's import: readers never pay for YAML
+    from ..index.markdown import embedding_input  # a writer's import: readers never pay for YAML
 
     # Most recently written first: a note just committed gets its vectors before an old backlog.
     rows = conn.execute(

@@ -39,14 +39,17 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from . import generic, store
-from .lexical import STEMMER, query_tokens, tokens
+from .. import store
+from ..index.lexical import STEMMER, query_tokens, tokens
+from ..text import CJK_RE as _CJK_RE
+from ..text import CJK_RUN_RE as _CJK_RUN_RE
+from . import generic
 
 if TYPE_CHECKING:
     import psycopg
 
-    from .db import Conn
-    from .embed import Embedder
+    from ..embed import Embedder
+    from ..store.db import Conn
 
 Mode = Literal["hybrid", "vector", "lexical"]
 MODES: tuple[str, ...] = ("hybrid", "vector", "lexical")
@@ -224,8 +227,6 @@ _FILLER_RE = re.compile(
         (r"\b" + re.escape(p) + r"\b") if p.isascii() else re.escape(p) for p in _FILLER_PHRASES
     )
 )
-_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-_CJK_RUN_RE = re.compile(_CJK_RE.pattern + "+")  # runs, not characters: far fewer matches
 _LATIN_WORD_RE = re.compile(r"[^\W\d_]+")
 # Letters of the Latin script, accented ones included (French, German, Vietnamese...).
 _LATIN_LETTERS_RE = re.compile(r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff]+")

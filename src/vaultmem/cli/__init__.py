@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import __version__
-from .config import Settings, load_settings
-from .dburl import redact_url
-from .errors import VaultmemError
-from .terminal import clean, json_safe
+from .. import __version__
+from ..config import Settings, load_settings
+from ..dburl import redact_url
+from ..errors import VaultmemError
+from ..terminal import clean, json_safe
 
 if TYPE_CHECKING:
-    from .verify import VaultStatus
+    from ..index.verify import VaultStatus
 
 
 def _echo(message: str = "", err: bool = False) -> None:
@@ -43,7 +43,7 @@ def _path(path: str) -> str:
 def _audit_path(path: str) -> str:
     """A quarantined path for people: a token written into the name is masked (`--json` keeps
     the real path, for scripts to act on)."""
-    from .sensitive import mask_path_tokens
+    from ..index.sensitive import mask_path_tokens
 
     return _path(mask_path_tokens(path))
 
@@ -83,7 +83,7 @@ class VaultmemGroup(click.Group):
 def _writer_start(settings: Settings) -> bool:
     """Commands that write start a bundled server that is merely down (after a reboot), never
     one the user stopped with `vaultmem db stop` (the git hooks follow the same rule)."""
-    from . import server
+    from ..store import server
 
     return not server.stopped_on_purpose(settings.home)
 
@@ -100,8 +100,8 @@ def _settings(vault: Path | None = None) -> Settings:
 def _vault_root(vault: str | None) -> Path:
     """The git work tree to act on (ingest, verify, audit...): --vault NAME or PATH, else
     VAULTMEM_VAULT, else the current directory, like git."""
-    from . import vaults
-    from .gitdiff import repo_root
+    from .. import vaults
+    from ..index.gitdiff import repo_root
 
     chosen = vault or os.environ.get("VAULTMEM_VAULT")
     if chosen:
@@ -112,7 +112,7 @@ def _vault_root(vault: str | None) -> Path:
 
 def _reading_vault(vault: str | None) -> Any:
     """The registered vault a command that hands notes out (query, context) reads, or None."""
-    from . import vaults
+    from .. import vaults
 
     return vaults.resolve(vaults.load(), vault, cwd=Path.cwd())
 
@@ -150,7 +150,7 @@ def db_group() -> None:
 @json_option
 def db_status(as_json: bool) -> None:
     """Show whether the bundled server is initialised and running."""
-    from . import server
+    from ..store import server
 
     settings = _settings()
     st = server.status(settings.home)
@@ -175,7 +175,7 @@ def db_status(as_json: bool) -> None:
 @db_group.command(name="start")
 def db_start() -> None:
     """Start the bundled server (initialising it on first use). It keeps running until stopped."""
-    from . import server
+    from ..store import server
 
     settings = _settings()
     server.start(settings.home)
@@ -185,7 +185,7 @@ def db_start() -> None:
 @db_group.command(name="stop")
 def db_stop() -> None:
     """Stop the bundled server, whichever process started it."""
-    from . import server
+    from ..store import server
 
     settings = _settings()
     if server.stop(settings.home):
@@ -201,8 +201,8 @@ def db_stop() -> None:
 @db_group.command(name="url")
 def db_url() -> None:
     """Print the database URL vaultmem uses (passwords masked). Starts the bundled server."""
-    from . import db
-    from .dburl import redact_url
+    from ..dburl import redact_url
+    from ..store import db
 
     settings = _settings()
     _echo(redact_url(db.database_url(settings, start=True)))
@@ -295,7 +295,7 @@ def ingest(
     embeds new chunks. If another ingest is running, it is told to do another pass and this
     command returns at once.
     """
-    from . import ingest as ingest_mod
+    from ..index import ingest as ingest_mod
 
     if from_hook:
         _hook_ingest(vault, config_file)
@@ -326,9 +326,9 @@ def _hook_ingest(vault: str | None, config_file: Path | None) -> None:
     Only a registered vault is indexed, into the index recorded when it was registered (the
     hook names the user's config file, so a GUI client or `env -i` finds it); a hook never
     starts a bundled server of its own choosing."""
-    from . import ingest as ingest_mod
-    from . import vaults
-    from .gitdiff import repo_root
+    from .. import vaults
+    from ..index import ingest as ingest_mod
+    from ..index.gitdiff import repo_root
 
     files = None
     try:
@@ -380,7 +380,7 @@ def rebuild(vault: str | None, no_embed: bool, as_json: bool) -> None:
     Resumable: after an interruption, running it again skips the notes already done. Vectors
     already computed for the same text and model are reused, so only a model change re-embeds.
     """
-    from . import ingest as ingest_mod
+    from ..index import ingest as ingest_mod
 
     root = _vault_root(vault)
     settings = load_settings(root)
@@ -395,7 +395,8 @@ def gc(as_json: bool) -> None:
     """Delete derived rows nothing refers to: cached vectors of text no note holds any more,
     search words no chunk holds. Covers every vault of the database; `rebuild` prunes the
     vectors too."""
-    from . import db, store
+    from .. import store
+    from ..store import db
 
     settings = _settings()
     with db.connect(settings, start=_writer_start(settings)) as conn:
@@ -421,7 +422,7 @@ def verify(vault: str | None, deep: bool, as_json: bool) -> None:
     Reports notes missing from the index, ghosts (indexed but gone from HEAD), notes indexed at
     an older version, every skipped file with its reason, and the embedding backlog.
     """
-    from .verify import verify as run_verify
+    from ..index.verify import verify as run_verify
 
     root = _vault_root(vault)
     report = run_verify(load_settings(root), root, deep=deep)
@@ -507,8 +508,8 @@ def _claude_scope(
                 "--project, --shared, --user, --project-dir and --no-mcp go with --claude"
             )
         return "", Path()
-    from .errors import NotAGitRepo
-    from .gitdiff import repo_root
+    from ..errors import NotAGitRepo
+    from ..index.gitdiff import repo_root
 
     if project_dir is None:
         try:
@@ -563,16 +564,17 @@ def hooks_install(
     user scope; --project and --shared: local scope, this project only), never in the
     committed .mcp.json; --no-mcp leaves it out. --vault NAME makes it serve that vault.
     """
-    from . import git_hooks, vaults
+    from .. import vaults
+    from ..index import git_hooks
 
     scope, project_dir = _claude_scope(claude, scope, project_dir, no_mcp)
     if claude:
-        from .claude_settings import install_claude_hook
+        from ..agent.claude_settings import install_claude_hook
 
         path = install_claude_hook(scope, project_dir)
         _echo(f"Claude Code UserPromptSubmit hook registered in {path}")
         if not no_mcp:
-            from .claude_mcp import claude_mcp_add_command, install_mcp_server
+            from ..agent.claude_mcp import claude_mcp_add_command, install_mcp_server
 
             mcp_scope, where = install_mcp_server(scope, project_dir, vault=vault)
             _echo(
@@ -586,7 +588,7 @@ def hooks_install(
     for path in git_hooks.install(root, config=vaults.config_path(), force=force):
         chained = path.with_name(path.name + git_hooks.USER_SUFFIX).exists()
         _echo(f"installed {path}" + (" (your own hook runs first)" if chained else ""))
-    from .freshness import start_catch_up
+    from ..index.freshness import start_catch_up
 
     if start_catch_up(root, vaults.config_path()):
         _echo("catching up in the background (`vaultmem status` shows progress)")
@@ -604,11 +606,11 @@ def hooks_uninstall(
     and the MCP server from the matching scope of ~/.claude.json (a local-scope server stays
     while the project's other settings file still registers the hook; --no-mcp keeps it).
     """
-    from . import git_hooks
+    from ..index import git_hooks
 
     scope, project_dir = _claude_scope(claude, scope, project_dir, no_mcp)
     if claude:
-        from .claude_settings import claude_hook_status, uninstall_claude_hook
+        from ..agent.claude_settings import claude_hook_status, uninstall_claude_hook
 
         path, removed_hook = uninstall_claude_hook(scope, project_dir)
         _echo(
@@ -618,7 +620,7 @@ def hooks_uninstall(
         )
         sibling = {"project": "shared", "shared": "project"}.get(scope)
         if not no_mcp and not (sibling and claude_hook_status(sibling, project_dir).installed):
-            from .claude_mcp import uninstall_mcp_server
+            from ..agent.claude_mcp import uninstall_mcp_server
 
             mcp_scope, dropped = uninstall_mcp_server(scope, project_dir)
             _echo(
@@ -652,9 +654,9 @@ def hooks_status(
     Lists the git hooks of the vault, then the Claude Code hook in the project's and in your
     user settings.json. Exit 1 when a git hook is missing (the Claude Code hook is optional).
     """
-    from . import git_hooks
-    from .claude_mcp import mcp_server_status
-    from .claude_settings import claude_hook_status
+    from ..agent.claude_mcp import mcp_server_status
+    from ..agent.claude_settings import claude_hook_status
+    from ..index import git_hooks
 
     _, project_dir = _claude_scope(True, None, project_dir)
     claude = [
@@ -725,7 +727,7 @@ def audit_group() -> None:
 
 
 def _audit_target(vault: str | None, path: str | None = None) -> tuple[Path, Settings, str]:
-    from . import audit
+    from ..index import audit
 
     root = _vault_root(vault)
     rel = audit.vault_path(root, path) if path is not None else ""
@@ -740,7 +742,8 @@ def audit_list(vault: str | None, as_json: bool) -> None:
 
     --json prints {"quarantined": [...], "allowed": [...]}.
     """
-    from . import audit, db
+    from ..index import audit
+    from ..store import db
 
     root, settings, _ = _audit_target(vault)
     with db.connect(settings) as conn:
@@ -782,7 +785,8 @@ def audit_show(path: str, vault: str | None, as_json: bool) -> None:
     PATH is relative to the vault root (as `audit list` prints it) or to the current directory.
     The file is re-scanned from HEAD to make the masked previews; no secret is ever printed.
     """
-    from . import audit, db
+    from ..index import audit
+    from ..store import db
 
     root, settings, rel = _audit_target(vault, path)
     with db.connect(settings) as conn:
@@ -827,9 +831,10 @@ def audit_allow(
     `vaultmem audit revoke PATH`. A file whose findings include a credential beyond doubt (a
     private key, a vendor token) is allowed only after you confirm (or with --yes).
     """
-    from . import audit, db
-    from .errors import ConfirmationRequired
-    from .terminal import clean
+    from ..errors import ConfirmationRequired
+    from ..index import audit
+    from ..store import db
+    from ..terminal import clean
 
     if path is None and rule is None:
         raise click.UsageError("give a PATH, or --rule RULE (with an optional PATH glob)")
@@ -872,7 +877,8 @@ def audit_allow(
 @vault_option
 def audit_revoke(path: str, vault: str | None) -> None:
     """Withdraw `audit allow` for PATH: it is scanned again now and quarantined if it hits."""
-    from . import audit, db
+    from ..index import audit
+    from ..store import db
 
     root, settings, rel = _audit_target(vault, path)
     with db.connect(settings, start=_writer_start(settings)) as conn:
@@ -887,7 +893,7 @@ def audit_revoke(path: str, vault: str | None) -> None:
 def _register(root: Path, name: str | None = None) -> tuple[Any, Settings]:
     """Record `root` in the user's registry with the index this environment names (kept as it
     is when the vault is registered already) and return the entry and its settings."""
-    from . import vaults
+    from .. import vaults
 
     settings = load_settings(root)
     entry = vaults.load().by_path(root)
@@ -916,7 +922,8 @@ def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) ->
     indexes the notes at HEAD (text first, then vectors, with a progress bar). Safe to run
     again: it changes nothing that is already in place.
     """
-    from . import db, vaults
+    from .. import vaults
+    from ..store import db
 
     root = _vault_root(vault)
     entry, settings = _register(root, name)
@@ -935,8 +942,8 @@ def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) ->
     _echo(f"vault registered: {entry.name} = {v.root}{is_default} in {vaults.config_path()}")
     _echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
     if not no_hooks:
-        from . import git_hooks
-        from .errors import ConfigError
+        from ..errors import ConfigError
+        from ..index import git_hooks
 
         try:
             git_hooks.install(root, config=vaults.config_path())
@@ -944,7 +951,7 @@ def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) ->
         except ConfigError as exc:
             _echo(f"git hooks NOT installed: {exc}", err=True)
     if not no_index:
-        from . import ingest as ingest_mod
+        from ..index import ingest as ingest_mod
 
         # Text first, in the foreground: the vault is searchable by full text when init ends.
         with _ProgressBar(True) as bar:
@@ -957,9 +964,9 @@ def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) ->
 def _start_vectors(settings: Settings, root: Path) -> None:
     """Measure the embedding rate on a few chunks, then leave the rest of the backlog to one
     background drainer that survives the terminal closing; say so in one line, with an ETA."""
-    from . import ingest as ingest_mod
-    from . import vaults
-    from .freshness import start_catch_up
+    from .. import vaults
+    from ..index import ingest as ingest_mod
+    from ..index.freshness import start_catch_up
 
     sample = ingest_mod.sample_embedding_rate(settings, root)
     if sample.backlog == 0:
@@ -1002,7 +1009,7 @@ def vaults_group() -> None:
 @json_option
 def vaults_list(as_json: bool) -> None:
     """List the registered vaults, the default one, and the index each one uses."""
-    from . import vaults
+    from .. import vaults
 
     config = vaults.load()
     default = config.default_vault()
@@ -1028,7 +1035,7 @@ def vaults_list(as_json: bool) -> None:
 @click.option("--name", help="The vault's name. Default: its folder's name.")
 def vaults_add(path: Path, name: str | None) -> None:
     """Register the git work tree at PATH without indexing it (`vaultmem init` does both)."""
-    from .gitdiff import repo_root
+    from ..index.gitdiff import repo_root
 
     entry, _ = _register(repo_root(path), name)
     _echo(f"registered {entry.name} = {entry.path}")
@@ -1039,7 +1046,8 @@ def vaults_add(path: Path, name: str | None) -> None:
 @click.option("--purge", is_flag=True, help="Also delete its rows from the database.")
 def vaults_remove(name: str, purge: bool) -> None:
     """Unregister vault NAME: no agent reads it and its git hooks stop indexing it."""
-    from . import db, vaults
+    from .. import vaults
+    from ..store import db
 
     settings = None
     entry = vaults.load().get(name)
@@ -1063,7 +1071,7 @@ def vaults_remove(name: str, purge: bool) -> None:
 @click.argument("name")
 def vaults_default(name: str) -> None:
     """Make NAME the default vault (read from directories outside every registered vault)."""
-    from . import vaults
+    from .. import vaults
 
     entry = vaults.set_default(name)
     _echo(f"default vault: {entry.name} ({entry.path})")
@@ -1075,8 +1083,8 @@ def status(as_json: bool) -> None:
     """Show the database, the schema version and, for every vault, its counts, how far the
     index is behind HEAD, the embedding backlog, the last run's outcome and every skipped file.
     """
-    from . import db
-    from .verify import vault_status
+    from ..index.verify import vault_status
+    from ..store import db
 
     settings = _settings()
     with db.connect(settings) as conn:
@@ -1137,7 +1145,7 @@ _RECHUNK_HINT = (
 
 
 def _config_path() -> Path:
-    from . import vaults
+    from .. import vaults
 
     return vaults.config_path()
 
@@ -1202,7 +1210,7 @@ def _echo_vault_health(v: VaultStatus) -> None:
 
 
 def _registered_vault(conn: Any, root: Path) -> Any:
-    from . import db
+    from ..store import db
 
     v = db.find_vault(conn, root)
     if v is None:
@@ -1253,14 +1261,16 @@ def query_cmd(
     relevance gate drops notes without enough evidence (VAULTMEM_GATE moves it; --explain shows
     what it dropped and why). Content-free prompts ("ok continue", "好的繼續") return nothing.
     """
-    from . import db, query, store
-    from .embed import get_embedder
-    from .freshness import fresh_hits
-    from .vaults import NO_VAULT_HINT
+    from .. import store
+    from ..embed import get_embedder
+    from ..index.freshness import fresh_hits
+    from ..search import query
+    from ..store import db
+    from ..vaults import NO_VAULT_HINT
 
     entry = _reading_vault(vault)
     if entry is None:
-        from .errors import ConfigError
+        from ..errors import ConfigError
 
         raise ConfigError(NO_VAULT_HINT)
     root = entry.path
@@ -1432,9 +1442,9 @@ def context_cmd(
     (`vaultmem vaults list`); with no vault registered, only your own preferences file. Why
     something was not loaded (a quarantined MEMORY.md, no vault) goes to stderr.
     """
-    from . import context
-    from .claude_hook import quiet_openmp
-    from .vaults import NO_VAULT_HINT
+    from ..agent import context
+    from ..agent.claude_hook import quiet_openmp
+    from ..vaults import NO_VAULT_HINT
 
     # One query to embed: spinning OpenMP threads only cost time (see claude_hook.py).
     quiet_openmp()
@@ -1456,8 +1466,8 @@ def context_cmd(
         )
         notices.extend(result.notices)
         if record_as:
-            from . import injections
-            from .config import user_home
+            from ..agent import injections
+            from ..config import user_home
 
             injections.record(
                 user_home(),
@@ -1511,7 +1521,7 @@ def claude_hook(timeout: float, memory: bool) -> None:
     """
     # The `vaultmem` command runs hook.run without importing this module (see __main__.py);
     # this path serves `--help` and CliRunner.
-    from .claude_hook import run
+    from ..agent.claude_hook import run
 
     run(timeout, memory)
 
@@ -1545,7 +1555,7 @@ def warm_group() -> None:
 @json_option
 def warm_status(as_json: bool) -> None:
     """Is the warm service for this environment running, and how busy is it."""
-    from . import warm
+    from ..agent import warm
 
     found = warm.status()
     if as_json:
@@ -1564,7 +1574,7 @@ def warm_status(as_json: bool) -> None:
 @warm_group.command(name="start")
 def warm_start() -> None:
     """Start the warm service for this environment (if it is not running) and wait for it."""
-    from . import warm
+    from ..agent import warm
 
     found = warm.start()
     if not found.get("enabled"):
@@ -1580,7 +1590,7 @@ def warm_start() -> None:
 @warm_group.command(name="stop")
 def warm_stop() -> None:
     """Stop the warm service for this environment."""
-    from . import warm
+    from ..agent import warm
 
     _echo("warm service stopped" if warm.stop() else "no warm service was running")
 
@@ -1588,7 +1598,7 @@ def warm_stop() -> None:
 @warm_group.command(name="serve")
 def warm_serve() -> None:
     """Run the warm service in the foreground (what the hook starts in the background)."""
-    from . import warm
+    from ..agent import warm
 
     _echo(f"warm service ended: {warm.serve()}", err=True)
 
@@ -1604,7 +1614,7 @@ def warm_serve() -> None:
 def mcp_cmd(vault: str | None) -> None:
     """Run the MCP server on stdio (for Claude Code): tools search, get, recent and status
     over your registered vault. `vaultmem hooks install --claude` registers it."""
-    from .mcp_server import run
+    from ..agent.mcp_server import run
 
     run(vault)
 
@@ -1623,8 +1633,8 @@ def log_cmd(last: int, as_json: bool) -> None:
     """Show what the agents were given: every injection of the hook, the wrapper and the MCP
     tools (time, source, vault, prompt hash, paths, characters), newest last. Kept in the
     vaultmem home, at most ~2 MiB; never the note text (VAULTMEM_LOG_PROMPTS=1 keeps prompts)."""
-    from . import injections
-    from .config import user_home
+    from ..agent import injections
+    from ..config import user_home
 
     entries = injections.read(user_home(), last)
     if as_json:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
 from .claude_settings import command_runnable, read_json_object, write_json_atomic
-from .errors import ConfigError
 
 SERVER_NAME = "vaultmem"
 # Which Claude Code MCP scope each hook scope registers the server in.

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, NamedTuple
 
-from .errors import BlobMissing, GitError, NotAGitRepo
+from ..errors import BlobMissing, GitError, NotAGitRepo
 
 STATUSES = frozenset("AMTDRC")
 DELETED_MODE = "000000"

@@ -19,7 +19,6 @@ import mmap
 import os
 import re
 import struct
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -424,16 +423,10 @@ def cached_graph(model: E5Model, cache_dir: Path) -> Path:
     path = cache_dir / f"{stem}-{model.digest()[:16]}.onnx"
     if path.exists():
         return path
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    data = build_graph(model).SerializeToString()
-    fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=f".{stem}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)  # atomic: a concurrent reader sees the old state or the whole file
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from ..files import atomic_write
+
+    # Atomic: a concurrent reader sees no graph yet or the whole graph.
+    atomic_write(path, build_graph(model).SerializeToString())
     for old in cache_dir.glob(f"{stem}-*.onnx"):
         if old != path:
             old.unlink(missing_ok=True)

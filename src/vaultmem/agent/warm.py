@@ -45,9 +45,9 @@ from .warm_client import (
 )
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .db import Conn
-    from .embed import Embedder
+    from ..config import Settings
+    from ..embed import Embedder
+    from ..store.db import Conn
 
 __all__ = ["WarmResources", "endpoint", "serve", "spawn", "start", "status", "stop", "warm_up"]
 
@@ -79,7 +79,7 @@ class WarmResources:
     ) -> AbstractContextManager[Conn]:
         """The kept connection for the settings' database (opened now if there is none or it
         died), as a context manager that keeps it open. Raises like `db.connect`."""
-        from . import db
+        from ..store import db
 
         url = db.database_url(settings, start=start)
         conn = self._checked(url)
@@ -130,7 +130,7 @@ class WarmResources:
                 pass
 
     def embedder(self, settings: Settings) -> Embedder:
-        from .embed import get_embedder
+        from ..embed import get_embedder
 
         key = (
             settings.embedding_provider,
@@ -158,8 +158,9 @@ class WarmResources:
 def warm_up(resources: WarmResources) -> str:
     """Load what the first request would: the search stack, the default vault's embedder (one
     query embedded) and its connection. Best effort; returns what was warmed, for the log."""
-    from . import query, vaults
-    from .config import load_settings
+    from .. import vaults
+    from ..config import load_settings
+    from ..search import query
 
     try:
         user = vaults.load()
@@ -194,9 +195,9 @@ class Service:
 
     def handle(self, message: bytes) -> tuple[bool, bytes]:
         """One request (header line, then body) -> (ok, reply body or why not)."""
+        from ..terminal import clean
         from .context import hook_context
         from .injections import CLAUDE_HOOK_WARM
-        from .terminal import clean
 
         header, _, body = message.partition(b"\n")
         words = header.split()

@@ -29,29 +29,17 @@ import unicodedata
 
 import Stemmer  # PyStemmer: the Snowball project's C stemmers
 
+from .. import text
+from ..text import CJK_CLASS
+
 # Longer "words" (base64, minified blobs) are noise, and PostgreSQL refuses lexemes over 2 KB.
 MAX_TOKEN_CHARS = 128
 
-_CJK_CLASS = (
-    "\u1100-\u11ff"  # Hangul Jamo
-    "\u3005\u3007"  # 々 iteration mark, 〇
-    "\u3040-\u309f"  # Hiragana
-    "\u30a0-\u30ff"  # Katakana (incl. ー)
-    "\u3130-\u318f"  # Hangul Compatibility Jamo
-    "\u31f0-\u31ff"  # Katakana Phonetic Extensions
-    "\u3400-\u4dbf"  # CJK Extension A
-    "\u4e00-\u9fff"  # CJK Unified Ideographs
-    "\ua960-\ua97f"  # Hangul Jamo Extended-A
-    "\uac00-\ud7af"  # Hangul Syllables
-    "\ud7b0-\ud7ff"  # Hangul Jamo Extended-B
-    "\uf900-\ufaff"  # CJK Compatibility Ideographs
-    "\uff66-\uff9f"  # Halfwidth Katakana (NFKC maps most to full width)
-    "\U00020000-\U0003ffff"  # CJK Extensions B-H, Compatibility Supplement
-)
-_CJK_RUN_RE = re.compile(f"([{_CJK_CLASS}]+)")
+# re.split needs the run as a capturing group (text.CJK_RUN_RE has none).
+_CJK_RUN_RE = re.compile(f"([{CJK_CLASS}]+)")
 # One Chinese, Japanese or Korean character or full-width punctuation mark ("，", "。"):
 # what markdown.text_size weighs more.
-WIDE_CHAR_RE = re.compile(f"[{_CJK_CLASS}\u3000-\u303f\uff00-\uffef]")
+WIDE_CHAR_RE = text.WIDE_CHAR_RE
 _WORD_RE = re.compile(r"[^\W_]+")
 _ASCII_LETTERS_RE = re.compile(r"[a-z]+")
 # PyStemmer rather than the pure-Python snowballstemmer: same rules, ~1 ms to import instead of

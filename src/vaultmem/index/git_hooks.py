@@ -31,7 +31,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError, GitError
+from ..errors import ConfigError, GitError
 
 HOOKS = ("post-commit", "post-merge", "post-rewrite", "post-checkout", "reference-transaction")
 BEGIN = "# >>> vaultmem >>>"

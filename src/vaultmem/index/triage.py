@@ -21,7 +21,7 @@ from .paths import ExclusionCode, PathPolicy, display_path, storable
 from .sensitive import SensitivePolicy
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from ..config import Settings
 
 # PostgreSQL cannot put a key much over 2.7 kB in a btree index, and every table is keyed by path,
 # so a longer path cannot be recorded at all (not even as a skip). 2,000 bytes leaves headroom.

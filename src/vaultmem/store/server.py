@@ -23,7 +23,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DatabaseUnavailable
+from ..errors import DatabaseUnavailable
 
 DATABASE = "vaultmem"
 

@@ -38,8 +38,9 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from .config import Settings, default_home, redact_url
-from .errors import ConfigError, EmbeddingError
+from ..config import Settings, default_home, redact_url
+from ..errors import ConfigError, EmbeddingError
+from ..text import CJK_RE
 
 if TYPE_CHECKING:
     import openai
@@ -718,7 +719,7 @@ class HashEmbedder:
     def _tokens(self, text: str) -> list[str]:
         out: list[str] = []
         for word in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
-            if any("\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" for ch in word):
+            if CJK_RE.search(word):
                 out.extend(word)
             else:
                 out.append(word)

@@ -28,13 +28,16 @@ from typing import Any
 import portalocker
 import psycopg
 
-from . import db, gitdiff, markdown, store
-from .config import Settings
-from .dburl import redact_url
-from .embed import Embedder, get_embedder
-from .errors import BlobMissing, VaultmemError
+from .. import store
+from ..config import Settings
+from ..dburl import redact_url
+from ..embed import Embedder, get_embedder
+from ..errors import BlobMissing, VaultmemError
+from ..files import atomic_write
+from ..store import db
+from ..terminal import clean
+from . import gitdiff, markdown
 from .paths import display_path, storable
-from .terminal import clean
 from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage, triage_path
 
 BATCH_FILES = 50  # files per transaction: small enough that a crash loses little work
@@ -165,10 +168,8 @@ class ProgressFile:
             "rate": rate,
             "finished": final,
         }
-        tmp = self.path.with_suffix(".tmp")
         with contextlib.suppress(OSError):
-            tmp.write_text(json.dumps(data), encoding="utf-8")
-            os.replace(tmp, self.path)
+            atomic_write(self.path, json.dumps(data))
 
     def finish(self) -> None:
         with contextlib.suppress(OSError):
@@ -483,7 +484,7 @@ class Ingester:
         """Embed the relevance gate's generic requests if they are not cached for this model
         yet (module `generic`): searches never do, so this run, in the background, does. Once
         per model and machine; a no-op (a file check) after that."""
-        from .query import prepare_generic
+        from ..search.query import prepare_generic
 
         try:
             prepare_generic(self.embedder)
@@ -502,7 +503,7 @@ def open_index(
     `start_db` None: start a bundled server that is merely down, never one the user stopped
     with `vaultmem db stop` (the rule for every writer, git hooks included)."""
     if start_db is None:
-        from . import server
+        from ..store import server
 
         start_db = not server.stopped_on_purpose(settings.home)
     conn = db.connect(settings, start=start_db)

@@ -77,8 +77,8 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
             out = None
         if out is None:
             full_environment()
+            from ..terminal import clean
             from .context import hook_context, run_bounded
-            from .terminal import clean
 
             def build() -> str:
                 # Claude Code shows the context too: no escape sequence may run there.

@@ -17,12 +17,12 @@ import os
 import shlex
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from ..errors import ConfigError
+from ..files import atomic_write
 
 EVENT = "UserPromptSubmit"
 HOOK_SUBCOMMAND = "claude-hook"
@@ -50,7 +50,7 @@ def hook_command(python: str | None = None, *extra: str) -> str:
     python = python or sys.executable
     if not python:  # an embedded interpreter that cannot name itself
         return shlex.join([*vaultmem_program(), HOOK_SUBCOMMAND, *extra])
-    entry = Path(__file__).resolve().with_name("hook_entry.py")
+    entry = Path(__file__).resolve().parents[1] / "hook_entry.py"
     return shlex.join([python, "-S", str(entry), HOOK_SUBCOMMAND, *extra])
 
 
@@ -287,15 +287,4 @@ def command_runnable(command: str) -> bool:
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """`data` as indented JSON, written atomically, keeping the file's mode (a new file gets
     mkstemp's 0600: these files are the user's own state)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

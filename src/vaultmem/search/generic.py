@@ -26,10 +26,9 @@ Design decisions:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import io
 import logging
-import os
 import threading
 from functools import cache
 from pathlib import Path
@@ -37,8 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..files import atomic_write
+
 if TYPE_CHECKING:
-    from .embed import Embedder
+    from ..embed import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -109,17 +110,13 @@ def prepare(embedder: Embedder) -> None:
 
 
 def _save(path: Path, matrix: np.ndarray) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    buffer = io.BytesIO()
+    np.save(buffer, matrix, allow_pickle=False)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
-            np.save(f, matrix, allow_pickle=False)
-        os.replace(tmp, path)
+        atomic_write(path, buffer.getvalue())
     except OSError as exc:
         # A read-only home only costs the next process the embedding again.
         log.debug("could not cache the generic-request vectors in %s: %s", path.parent, exc)
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
 
 
 def similarity(embedder: Embedder, qvec: Any) -> float | None:

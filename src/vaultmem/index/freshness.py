@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from .db import Conn
+    from ..store.db import Conn
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 _REF_DEPTH = 5
@@ -112,7 +112,7 @@ def head_moved(root: Path, watermark: str | None) -> str | None:
     if head is None and _unborn(root):
         return None  # no commit yet: nothing can have moved
     if head is None:
-        from .errors import VaultmemError
+        from ..errors import VaultmemError
         from .gitdiff import head_commit
 
         try:
@@ -213,7 +213,7 @@ def fresh_hits(
     head = head_moved(root, watermark)
     if head is None:
         return list(hits)
-    from .vaults import config_path
+    from ..vaults import config_path
 
     start_catch_up(root, config_path())
     return drop_stale(conn, vault_id, root, head, hits)

@@ -56,10 +56,11 @@ from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 
+from ..text import WIDE_CHAR_RE, WIDE_CLASS
 from .findings import Finding, mask
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from ..config import Settings
 
 # ---------------------------------------------------------------------------------------------
 # Path rules
@@ -220,10 +221,8 @@ _WORDY_RE = re.compile(
     r"^(?:[A-Z]{2,}(?=[A-Z][a-z]|$)|[A-Z]?[a-z]{2,})+$|^[a-z]{2,}(?:[_\-][a-z]{2,})+$"
 )
 # CJK ideographs, kana, hangul and full-width punctuation: where a value written in prose ends.
-_WIDE = (
-    r"\u3000-\u303f\u3040-\u30ff\u3130-\u318f\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
-)
-_CJK_RE = re.compile(f"[{_WIDE}]")
+_WIDE = WIDE_CLASS
+_CJK_RE = WIDE_CHAR_RE
 # Crypto and protocol names with digits (AES-256, RSA-2048, X25519, TLS1.3): not passwords.
 _ALGORITHM_RE = re.compile(
     r"(?i)^(?:rsa|dsa|ecdsa|ed|x|aes|sha|md|hmac|p|secp|curve|chacha|poly|argon|pbkdf|scrypt|bcrypt"

@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from ..config import Settings
 
 
 class ExclusionCode(StrEnum):

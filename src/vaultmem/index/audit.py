@@ -23,10 +23,12 @@ from typing import Any
 
 import psycopg
 
-from . import db, gitdiff, ingest, store
-from .config import Settings, load_settings
-from .embed import Embedder
-from .errors import AuditPathError, ConfirmationRequired, GitError, VaultmemError
+from .. import store
+from ..config import Settings, load_settings
+from ..embed import Embedder
+from ..errors import AuditPathError, ConfirmationRequired, GitError, VaultmemError
+from ..store import db
+from . import gitdiff, ingest
 from .findings import Finding
 from .sensitive import HIGH_CONFIDENCE_RULES
 from .triage import Quarantine, Rules, triage

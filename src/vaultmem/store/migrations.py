@@ -19,7 +19,7 @@ import psycopg
 def schema_path() -> Path:
     """schema.sql: the repository's copy in a source checkout, else the packaged copy."""
     here = Path(__file__).resolve().parent
-    repo_copy = here.parent.parent / "schema.sql"
+    repo_copy = here.parents[2] / "schema.sql"
     if repo_copy.is_file():
         return repo_copy
     return here / "schema.sql"

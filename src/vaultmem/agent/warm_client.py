@@ -54,14 +54,21 @@ def _digest(data: bytes) -> str:
 
 
 def code_signature() -> str:
-    """Changes whenever a module of this vaultmem changes (an upgrade, an edit)."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    """Changes whenever a module of this vaultmem changes (an upgrade, an edit), in any of its
+    rooms: every `.py` file under the package, one `scandir` per directory (no os.walk, which
+    would cost the warm hook an import)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parts = []
-    with os.scandir(here) as entries:
-        for e in entries:
-            if e.name.endswith(".py"):
-                st = e.stat()
-                parts.append(f"{e.name}:{st.st_mtime_ns}:{st.st_size}")
+    pending = [("", package)]
+    while pending:
+        prefix, directory = pending.pop()
+        with os.scandir(directory) as entries:
+            for e in entries:
+                if e.name.endswith(".py"):
+                    st = e.stat()
+                    parts.append(f"{prefix}{e.name}:{st.st_mtime_ns}:{st.st_size}")
+                elif e.name != "__pycache__" and e.is_dir(follow_symlinks=False):
+                    pending.append((f"{prefix}{e.name}/", e.path))
     return _digest(";".join(sorted(parts)).encode())
 
 
@@ -92,7 +99,7 @@ def registry_settings(environ: Mapping[str, str]) -> Mapping[str, str]:
         return {}
     if not any(name in raw for name in _REGISTRY_NAMES):
         return {}
-    from . import vaults
+    from .. import vaults
 
     return vaults.load(environ).settings
 

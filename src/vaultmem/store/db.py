@@ -15,10 +15,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import DictRow, dict_row
 
+from ..config import Settings
+from ..dburl import redact_url
+from ..errors import DatabaseUnavailable, SchemaError
 from . import migrations, server
-from .config import Settings
-from .dburl import redact_url
-from .errors import DatabaseUnavailable, SchemaError
 from .migrations import schema_sql
 
 SCHEMA_VERSION = migrations.CURRENT_VERSION

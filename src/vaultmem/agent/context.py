@@ -24,15 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from .errors import VaultmemError
+from ..errors import VaultmemError
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from . import db
-    from .config import Settings
-    from .db import Conn
-    from .embed import Embedder
+    from ..config import Settings
+    from ..embed import Embedder
+    from ..store import db
+    from ..store.db import Conn
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ class Preferences:
 
 def _read_own_file(path: Path, max_chars: int) -> str:
     """The user's own preferences file (outside any vault), `<private>` spans removed."""
-    from .markdown import strip_private_spans
+    from ..index.markdown import strip_private_spans
 
     # Read at most a generous multiple of the budget: a huge file must not cost time.
     with path.open("r", encoding="utf-8", errors="replace") as fh:
@@ -297,12 +297,12 @@ class ColdResources:
     def connection(
         self, settings: Settings, *, start: bool, timeout: int
     ) -> AbstractContextManager[Conn]:
-        from . import db
+        from ..store import db
 
         return db.connect(settings, start=start, timeout=timeout)
 
     def embedder(self, settings: Settings) -> Embedder:
-        from .embed import get_embedder
+        from ..embed import get_embedder
 
         return get_embedder(settings)
 
@@ -331,7 +331,8 @@ def build_context(
     callers that must fail open catch them. `resources` supplies the connection and embedder
     (default: `ColdResources`).
     """
-    from . import db, query
+    from ..search import query
+    from ..store import db
 
     res = resources if resources is not None else ColdResources()
 
@@ -349,7 +350,7 @@ def build_context(
     embedder: Embedder | None = None
     with ExitStack() as stack:
         if wants_notes and getattr(res, "prefetch", False):
-            from .embed import prefetching
+            from ..embed import prefetching
 
             # A loaded embedder starts on the prompt now, beside the database work below.
             embedder = stack.enter_context(prefetching(res.embedder(settings), prompt))
@@ -400,8 +401,9 @@ def build_context(
 def _search(
     conn: Conn, settings: Settings, vault: db.Vault, prompt: str, k: int, embedder: Embedder
 ) -> list:
-    from . import query, store
-    from .freshness import fresh_hits
+    from .. import store
+    from ..index.freshness import fresh_hits
+    from ..search import query
 
     hits = query.search(
         conn,
@@ -485,8 +487,9 @@ def hook_context(
     `claude-hook` turns every failure into no output. What is injected is recorded in the
     injection log (`injections`) as coming from `source`.
     """
-    from . import injections, vaults
-    from .config import load_settings, user_home
+    from .. import vaults
+    from ..config import load_settings, user_home
+    from . import injections
 
     data = json.loads(payload)
     if not isinstance(data, dict):

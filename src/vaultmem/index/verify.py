@@ -13,22 +13,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import db, gitdiff, store, vaults
-from .config import Settings
-from .embed import get_embedder
+from .. import store, vaults
+from ..config import Settings
+from ..embed import get_embedder
+from ..store import db
+from . import gitdiff
 from .ingest import open_index, read_progress
 from .markdown import chunker_signature
 from .paths import display_path, storable
-from .triage import (
-    MAX_PATH_BYTES,
-    Ignore,
-    Index,
-    Quarantine,
-    Rules,
-    Skip,
-    triage,
-    triage_path,
-)
+from .triage import MAX_PATH_BYTES, Ignore, Index, Quarantine, Rules, Skip, triage, triage_path
 
 
 @dataclass
@@ -259,8 +252,8 @@ class VaultStatus:
 def vault_status(conn: db.Conn, stats: dict[str, Any]) -> VaultStatus:
     """One row of `db.vault_stats` with HEAD, drift and health added. Never raises for a broken
     vault folder: the problem is reported in `problem`."""
-    from .config import load_settings
-    from .errors import VaultmemError
+    from ..config import load_settings
+    from ..errors import VaultmemError
 
     root = Path(stats["root"])
     out = VaultStatus(

@@ -18,8 +18,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from sample_notes import NOTES, add_note
 
-from vaultmem.store import server
+from vaultmem import vaults
+from vaultmem.embed import HashEmbedder
+from vaultmem.store import db, server
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test",
@@ -160,3 +163,20 @@ def vault(tmp_path: Path) -> Vault:
     root = tmp_path / "vault"
     root.mkdir()
     return Vault(root)
+
+
+@pytest.fixture
+def indexed_vault(conn: psycopg.Connection, vault: Vault) -> Vault:
+    """A registered (default) vault (tests/sample_notes.py's notes) whose notes are indexed with the hash embedder."""
+    vault.write("README.md", "vault\n")
+    vault.commit()
+    v = db.register_vault(conn, vault.root)
+    embedder = HashEmbedder(64)
+    for path, note in NOTES.items():
+        add_note(conn, v.id, path, embedder=embedder, **note)
+    db.ensure_vector_index(conn, embedder.model_id, embedder.dimension)
+    # The rows above stand for HEAD: readers drop hits of an index that is behind HEAD.
+    conn.execute("UPDATE index_state SET watermark = %s WHERE vault_id = %s", (vault.head(), v.id))
+    conn.commit()
+    vaults.register(vault.root, database_url=os.environ["VAULTMEM_DATABASE_URL"])
+    return vault

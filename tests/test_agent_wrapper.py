@@ -16,11 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_query import NOTES, add_note
-
-from vaultmem import vaults
-from vaultmem.embed import HashEmbedder
-from vaultmem.store import db
 
 REPO = Path(__file__).resolve().parent.parent
 WRAPPER = REPO / "bin" / "agent-with-memory"
@@ -105,23 +100,6 @@ def base_env(bindir: Path | None, argv_file: Path, memory: Path, home: Path) -> 
     env["VAULTMEM_MEMORY_FILE"] = str(memory)
     env["HOME"] = str(home)
     return env
-
-
-@pytest.fixture
-def indexed_vault(conn, vault):
-    """A registered (default) vault whose notes are indexed with the hash embedder."""
-    vault.write("README.md", "vault\n")
-    vault.commit()
-    v = db.register_vault(conn, vault.root)
-    embedder = HashEmbedder(64)
-    for path, note in NOTES.items():
-        add_note(conn, v.id, path, embedder=embedder, **note)
-    db.ensure_vector_index(conn, embedder.model_id, embedder.dimension)
-    # The rows above stand for HEAD: readers drop hits of an index that is behind HEAD.
-    conn.execute("UPDATE index_state SET watermark = %s WHERE vault_id = %s", (vault.head(), v.id))
-    conn.commit()
-    vaults.register(vault.root, database_url=os.environ["VAULTMEM_DATABASE_URL"])
-    return vault
 
 
 TRICKY = [

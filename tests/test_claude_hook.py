@@ -8,13 +8,10 @@ import shlex
 import socket
 import subprocess
 import sys
-import time
-import uuid
-from pathlib import Path
 
 import pytest
+from claude_code import payload, registered_argv, run_hook
 from click.testing import CliRunner
-from test_agent_wrapper import indexed_vault  # noqa: F401 - fixture
 
 from vaultmem.agent.claude_hook import parse_args
 from vaultmem.agent.claude_settings import (
@@ -27,41 +24,6 @@ from vaultmem.agent.claude_settings import (
 )
 from vaultmem.cli import cli
 from vaultmem.errors import ConfigError
-
-
-def run_hook(
-    stdin: bytes, env: dict[str, str] | None = None, *args: str
-) -> tuple[subprocess.CompletedProcess[bytes], float]:
-    """The command `hooks install --claude` registers, run through a shell as Claude Code does."""
-    start = time.monotonic()
-    proc = subprocess.run(
-        ["/bin/sh", "-c", hook_command(None, *args)],
-        input=stdin,
-        env=env or dict(os.environ),
-        capture_output=True,
-        timeout=60,
-    )
-    return proc, time.monotonic() - start
-
-
-def registered_argv(*args: str, importtime: bool = False) -> list[str]:
-    """The registered hook command as an argv (no shell), optionally under `-X importtime`."""
-    python, *rest = shlex.split(hook_command(None, *args))
-    return [python, *(["-X", "importtime"] if importtime else []), *rest]
-
-
-def payload(prompt: str, cwd: Path, session: str | None = None) -> bytes:
-    return json.dumps(
-        {
-            # a new session each time: one prompt's notes are added once per session
-            "session_id": session or uuid.uuid4().hex,
-            "transcript_path": "/tmp/t.jsonl",
-            "cwd": str(cwd),
-            "permission_mode": "default",
-            "hook_event_name": "UserPromptSubmit",
-            "prompt": prompt,
-        }
-    ).encode()
 
 
 def test_prints_context_for_a_relevant_prompt(indexed_vault):  # noqa: F811

@@ -13,10 +13,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def tool(name: str) -> str:
+    """The checker installed with the test extras. Missing is a failure, never a skip: a suite
+    that skipped its style checks would pass CI without checking anything."""
     path = Path(sys.executable).with_name(name)
     found = str(path) if path.exists() else shutil.which(name)
     if found is None:
-        pytest.skip(f"{name} is not installed (pip install -e '.[test]')")
+        pytest.fail(f"{name} is not installed: pip install -e '.[test]'")
     return found
 
 
@@ -38,9 +40,38 @@ def test_library_type_checks() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def _internal_imports(path: Path) -> set[str]:
-    """Modules of the package that `path` imports anywhere (functions included), except under
-    `if TYPE_CHECKING:`, which never runs."""
+PACKAGE = ROOT / "src" / "vaultmem"
+
+# The rooms, in pipeline order. A room may import the kernel (the top-level modules) and the
+# rooms listed for it; the kernel imports no room. The entry points (__main__, hook_entry)
+# may import anything.
+ROOMS_MAY_IMPORT: dict[str, set[str]] = {
+    "kernel": set(),
+    "store": set(),
+    "embed": set(),
+    "index": {"store", "embed"},
+    "search": {"store", "index", "embed"},
+    "agent": {"store", "index", "embed", "search"},
+    "cli": {"store", "index", "embed", "search", "agent"},
+}
+ENTRY_POINTS = {"vaultmem.__main__", "vaultmem.hook_entry"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _internal_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that `path` imports anywhere (functions included), relative imports
+    of any depth and absolute `vaultmem...` imports alike, except under `if TYPE_CHECKING:`,
+    which never runs. `from . import x` counts as importing module x when x is a module."""
     import ast
 
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -48,21 +79,57 @@ def _internal_imports(path: Path) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    me = _module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skipped or not isinstance(node, ast.ImportFrom) or node.level != 1:
+        if id(node) in skipped:
             continue
-        if node.module:
-            out.add(node.module.split(".")[0])
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "vaultmem")
+            continue
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package.split(".")
+            base = base[: len(base) - (node.level - 1)]
+            target = ".".join([*base, *([node.module] if node.module else [])])
+        elif node.module and node.module.split(".")[0] == "vaultmem":
+            target = node.module
         else:
-            out.update(a.name for a in node.names)
-    return out
+            continue
+        found = False
+        for alias in node.names:
+            if f"{target}.{alias.name}" in modules:
+                out.add(f"{target}.{alias.name}")
+                found = True
+        if not found or target not in out:
+            out.add(target)
+    # Importing a.b.c runs a/b/__init__ too, unless the importer is inside a.b (then that
+    # package is already being imported: its __init__ importing its own modules is no cycle).
+    mine = {".".join(me.split(".")[:i]) for i in range(1, me.count(".") + 2)}
+    for name in list(out):
+        parts = name.split(".")
+        out.update(".".join(parts[:i]) for i in range(2, len(parts)))
+    out -= mine
+    return {m for m in out if m in modules}
 
 
-def test_the_package_has_no_import_cycles() -> None:
-    package = ROOT / "src" / "vaultmem"
-    graph = {p.stem: _internal_imports(p) for p in package.glob("*.py")}
+def _room(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()):
+        return parts[1]
+    return "kernel"
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _internal_imports(path, modules) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     cycles: list[list[str]] = []
+    done: set[str] = set()
 
     def visit(node: str, trail: list[str]) -> None:
         for nxt in sorted(graph.get(node, ())):
@@ -72,7 +139,33 @@ def test_the_package_has_no_import_cycles() -> None:
                 visit(nxt, [*trail, nxt])
         done.add(node)
 
-    done: set[str] = set()
     for start in sorted(graph):
         visit(start, [start])
-    assert cycles == [], cycles
+    return cycles
+
+
+def test_the_import_reader_sees_every_kind_of_import() -> None:
+    """The checks below are only as good as this reader: relative imports of every depth,
+    `from . import module`, absolute imports, and the packages an import runs."""
+    graph = _graph()
+    assert "vaultmem.store.db" in graph["vaultmem.index.ingest"]  # from ..store import db
+    assert "vaultmem.store" in graph["vaultmem.index.ingest"]  # its __init__ runs too
+    assert "vaultmem.errors" in graph["vaultmem.store.db"]  # from ..errors import ...
+    assert "vaultmem.cli" in graph["vaultmem.__main__"]  # from .cli import cli (in a function)
+
+
+def test_the_package_has_no_import_cycles() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_rooms_import_only_the_rooms_before_them() -> None:
+    wrong = []
+    for module, imports in _graph().items():
+        if module in ENTRY_POINTS:
+            continue
+        room = _room(module)
+        for target in imports:
+            other = _room(target)
+            if other not in (room, "kernel") and other not in ROOMS_MAY_IMPORT[room]:
+                wrong.append(f"{module} ({room}) imports {target} ({other})")
+    assert wrong == []

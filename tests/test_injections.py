@@ -9,9 +9,8 @@ import subprocess
 import sys
 
 import pytest
+from claude_code import payload, run_hook
 from click.testing import CliRunner
-from test_agent_wrapper import indexed_vault  # noqa: F401 - fixture
-from test_claude_hook import payload, run_hook
 
 from vaultmem.agent import injections
 from vaultmem.cli import cli

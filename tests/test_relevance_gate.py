@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 
 import pytest
+from claude_code import hook
 from click.testing import CliRunner
 from conftest import Vault
 from indexing import index
 from russian_notes import RUSSIAN_NOTES as ALL_RUSSIAN_NOTES
-from test_trust_boundary import hook
 
 from vaultmem.cli import cli
 

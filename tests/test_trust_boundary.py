@@ -15,10 +15,10 @@ import string
 import subprocess
 import sys
 import threading
-import uuid
 from pathlib import Path
 
 import pytest
+from claude_code import hook
 from click.testing import CliRunner
 from conftest import Vault
 from embedding_servers import FailingEmbeddingServer
@@ -35,24 +35,6 @@ AWS_CREDENTIALS = "[default]\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxR
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUzzzPRIVATE\n"
 GITHUB_TOKEN = "ghp_" + "Zq9" * 12
 NOTE = "# Rollback\n\nTo roll back the deployment run `deploy rollback --to previous`.\n"
-
-
-def hook(prompt: str, cwd: Path, env: dict[str, str] | None = None, *args: str) -> str:
-    data = {
-        "session_id": uuid.uuid4().hex,
-        "cwd": str(cwd),
-        "hook_event_name": "UserPromptSubmit",
-        "prompt": prompt,
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "vaultmem", "claude-hook", *args],
-        input=json.dumps(data).encode(),
-        env=env or dict(os.environ),
-        capture_output=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0
-    return proc.stdout.decode()
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ import sys
 import time
 
 import pytest
-from test_agent_wrapper import indexed_vault  # noqa: F401 - fixture
-from test_claude_hook import payload, registered_argv, run_hook
+from claude_code import payload, registered_argv, run_hook
 
 from vaultmem import vaults
 from vaultmem.agent import injections, warm

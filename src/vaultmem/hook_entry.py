@@ -17,10 +17,10 @@ sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["claude-hook"]:
-        from vaultmem.claude_hook import main as hook_main
+        from vaultmem.agent.claude_hook import main as hook_main
 
         hook_main(sys.argv[2:])  # returns only for --help or bad options: the CLI handles those
-    from vaultmem.claude_hook import full_environment
+    from vaultmem.agent.claude_hook import full_environment
 
     full_environment()
     from vaultmem.__main__ import main

@@ -1,1 +1,1 @@
-../../schema.sql
+../../../schema.sql

@@ -1,0 +1,118 @@
+"""The agent's services: `warm` (the warm query service), `mcp` (the MCP server) and `log`
+(what the agents were given).
+"""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import VaultmemError
+from .base import cli, echo, json_option, print_json
+
+
+@cli.group(name="warm")
+def warm_group() -> None:
+    """The warm query service that keeps the model and a connection loaded for the per-prompt
+    hook (p50 of tens of milliseconds instead of a cold process). The hook starts it on demand
+    and it stops after VAULTMEM_WARM_IDLE seconds without a request; one runs per environment,
+    on a 0600 unix socket in the vaultmem home."""
+
+
+@warm_group.command(name="status")
+@json_option
+def warm_status(as_json: bool) -> None:
+    """Is the warm service for this environment running, and how busy is it."""
+    from ..agent import warm
+
+    found = warm.status()
+    if as_json:
+        print_json(found)
+    elif not found.get("enabled"):
+        echo("warm service: off (VAULTMEM_WARM_IDLE=0): every prompt runs cold")
+    elif found["running"]:
+        echo(
+            f"warm service: running, pid {found['pid']}, {found['served']} requests served, "
+            f"idle {found['idle_seconds']} s of {found['idle_limit']} s  {found['socket']}"
+        )
+    else:
+        echo("warm service: not running (the next prompt starts it, or `vaultmem warm start`)")
+
+
+@warm_group.command(name="start")
+def warm_start() -> None:
+    """Start the warm service for this environment (if it is not running) and wait for it."""
+    from ..agent import warm
+
+    found = warm.start()
+    if not found.get("enabled"):
+        raise VaultmemError("the warm service is off: VAULTMEM_WARM_IDLE is 0")
+    if not found["running"]:
+        raise VaultmemError(
+            "the warm service did not start: see the .log file next to its socket in "
+            f"{found.get('socket', 'the vaultmem home')!s}"
+        )
+    echo(f"warm service running, pid {found['pid']}")
+
+
+@warm_group.command(name="stop")
+def warm_stop() -> None:
+    """Stop the warm service for this environment."""
+    from ..agent import warm
+
+    echo("warm service stopped" if warm.stop() else "no warm service was running")
+
+
+@warm_group.command(name="serve")
+def warm_serve() -> None:
+    """Run the warm service in the foreground (what the hook starts in the background)."""
+    from ..agent import warm
+
+    echo(f"warm service ended: {warm.serve()}", err=True)
+
+
+@cli.command(name="mcp")
+@click.option(
+    "--vault",
+    "vault",
+    type=str,
+    help="A registered vault (name or path). Default: the registered vault holding the "
+    "current directory, else VAULTMEM_VAULT, else the default vault.",
+)
+def mcp_cmd(vault: str | None) -> None:
+    """Run the MCP server on stdio (for Claude Code): tools search, get, recent and status
+    over your registered vault. `vaultmem hooks install --claude` registers it."""
+    from ..agent.mcp_server import run
+
+    run(vault)
+
+
+@cli.command(name="log")
+@click.option(
+    "--last",
+    "last",
+    type=click.IntRange(1, None),
+    default=20,
+    show_default=True,
+    help="How many of the latest injections to show.",
+)
+@json_option
+def log_cmd(last: int, as_json: bool) -> None:
+    """Show what the agents were given: every injection of the hook, the wrapper and the MCP
+    tools (time, source, vault, prompt hash, paths, characters), newest last. Kept in the
+    vaultmem home, at most ~2 MiB; never the note text (VAULTMEM_LOG_PROMPTS=1 keeps prompts)."""
+    from ..agent import injections
+    from ..config import user_home
+
+    entries = injections.read(user_home(), last)
+    if as_json:
+        print_json([e.to_dict() for e in entries])
+        return
+    if not entries:
+        echo("no injections recorded", err=True)
+        return
+    for e in entries:
+        prompt = f" {e.prompt!r}" if e.prompt is not None else ""
+        echo(
+            f"{e.time}  {e.source:<16} {e.vault or '-'}  prompt {e.prompt_sha256}{prompt}  "
+            f"{e.chars} chars  {', '.join(e.paths)}"
+        )

@@ -1,0 +1,208 @@
+"""What every command shares: the `vaultmem` group, its one translation of library errors into
+one line and an exit code (VaultmemGroup.invoke), printing for people and for scripts, the common
+options, and which vault a command acts on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import __version__
+from ..config import Settings, load_settings
+from ..dburl import redact_url
+from ..errors import VaultmemError
+from ..terminal import clean, json_safe
+
+
+def register(root: Path, name: str | None = None) -> tuple[Any, Settings]:
+    """Record `root` in the user's registry with the index this environment names (kept as it
+    is when the vault is registered already) and return the entry and its settings."""
+    from .. import vaults
+
+    settings = load_settings(root)
+    entry = vaults.load().by_path(root)
+    if entry is None or not (entry.home or entry.database_url) or name is not None:
+        entry = vaults.register(
+            root,
+            name=name,
+            home=None if settings.database_url else settings.home,
+            database_url=settings.database_url,
+        )
+        settings = load_settings(root)
+    return entry, settings
+
+
+def echo(message: str = "", err: bool = False) -> None:
+    """click.echo for people: what notes and file names hold never reaches the terminal as
+    control characters or escape sequences."""
+    click.echo(clean(message), err=err)
+
+
+def error(message: str) -> None:
+    """One error line on stderr: clean, and with any database password hidden."""
+    click.echo(clean(redact_url(message)), err=True)
+
+
+def display_path(path: str) -> str:
+    """A path for a human-readable line: one line whatever the name holds."""
+    return clean(path, newlines=False)
+
+
+class VaultmemGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        import psycopg
+
+        try:
+            return super().invoke(ctx)
+        except VaultmemError as exc:
+            error(f"Error: {exc}")
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            error("Interrupted: run the same command again to finish; no work is lost.")
+            ctx.exit(130)
+        except psycopg.OperationalError as exc:
+            # The database went away mid-command (restart, crash, network). Every write is
+            # transactional, so the next run repairs whatever this one did not finish.
+            first = (str(exc).strip().splitlines() or ["connection lost"])[0]
+            error(
+                f"Error: the database connection failed ({first}); check the database "
+                "(`vaultmem db status`) and run the command again: nothing is half-written"
+            )
+            ctx.exit(4)
+        except OSError as exc:
+            # Permissions, a full disk, a vanished directory: the system's own words name the
+            # cause; the command is safe to repeat once it is fixed.
+            what = exc.strerror or exc.__class__.__name__
+            where = f": {exc.filename}" if exc.filename else ""
+            error(
+                f"Error: {what}{where}; fix that and run the command again: nothing is half-written"
+            )
+            ctx.exit(1)
+
+
+def writer_start(settings: Settings) -> bool:
+    """Commands that write start a bundled server that is merely down (after a reboot), never
+    one the user stopped with `vaultmem db stop` (the git hooks follow the same rule)."""
+    from ..store import server
+
+    return not server.stopped_on_purpose(settings.home)
+
+
+def print_json(data: Any) -> None:
+    # JSON escapes C0 controls itself; json_safe escapes C1 and bidi controls too.
+    click.echo(json_safe(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
+
+
+def settings_for(vault: Path | None = None) -> Settings:
+    return load_settings(vault)
+
+
+def vault_root(vault: str | None) -> Path:
+    """The git work tree to act on (ingest, verify, audit...): --vault NAME or PATH, else
+    VAULTMEM_VAULT, else the current directory, like git."""
+    from .. import vaults
+    from ..index.gitdiff import repo_root
+
+    chosen = vault or os.environ.get("VAULTMEM_VAULT")
+    if chosen:
+        entry = vaults.load().get(chosen)
+        return repo_root(entry.path if entry is not None else Path(chosen).expanduser())
+    return repo_root(Path.cwd())
+
+
+def reading_vault(vault: str | None) -> Any:
+    """The registered vault a command that hands notes out (query, context) reads, or None."""
+    from .. import vaults
+
+    return vaults.resolve(vaults.load(), vault, cwd=Path.cwd())
+
+
+vault_option = click.option(
+    "--vault",
+    "vault",
+    type=str,
+    help="The vault: a registered name or a path. Default: VAULTMEM_VAULT, else the current "
+    "directory (for query and context: the registered vault holding it, else the default vault).",
+)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+@click.group(cls=VaultmemGroup)
+@click.version_option(__version__, prog_name="vaultmem")
+def cli() -> None:
+    """vaultmem: long-term memory for coding agents, built from your git-versioned notes.
+
+    Typical use: `vaultmem init` in your vault (starts the bundled database, applies the
+    schema, indexes your notes and installs git hooks), then commit as usual and launch
+    claude through `bin/agent-with-memory`.
+    """
+
+
+class ProgressBar:
+    """A rich progress bar with an ETA on stderr; silent when stderr is not a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        console = Console(stderr=True)
+        self.enabled = enabled and console.is_terminal
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+            disable=not self.enabled,
+        )
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> ProgressBar:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        label = {"index": "indexing notes", "embed": "embedding chunks"}.get(phase, phase)
+        if phase not in self.tasks:
+            self.tasks[phase] = self.progress.add_task(label, total=total)
+        self.progress.update(self.tasks[phase], completed=done, total=total)
+
+
+def print_result(result: Any, as_json: bool) -> None:
+    if as_json:
+        print_json(result.to_dict())
+        return
+    span = ""
+    if result.to_commit:
+        span = f" to {result.to_commit[:12]}"
+    echo(f"{result.mode}{span}: {result.summary()}")
+    for path, reason in sorted(result.skip_reasons.items()):
+        echo(f"  skipped {path!r}: {reason}")
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"

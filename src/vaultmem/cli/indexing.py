@@ -1,0 +1,353 @@
+"""Indexing commands: `ingest` (what the git hooks run), `rebuild`, `gc`, `verify`, `status`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ..config import load_settings
+from ..errors import VaultmemError
+from .base import (
+    ProgressBar,
+    cli,
+    duration,
+    echo,
+    error,
+    json_option,
+    print_json,
+    print_result,
+    settings_for,
+    vault_option,
+    vault_root,
+    writer_start,
+)
+
+if TYPE_CHECKING:
+    from ..index.verify import VaultStatus
+
+
+@cli.command()
+@vault_option
+@click.option(
+    "--changes-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Apply a saved `git diff-tree -r -z -M` output instead of diffing to HEAD.",
+)
+@click.option("--no-embed", is_flag=True, help="Index text only; leave vectors in the backlog.")
+@click.option("--from-hook", is_flag=True, hidden=True)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), hidden=True)
+@click.option(
+    "--wait", is_flag=True, help="Wait for a running ingest instead of handing over to it."
+)
+@json_option
+def ingest(
+    vault: str | None,
+    changes_file: Path | None,
+    no_embed: bool,
+    from_hook: bool,
+    config_file: Path | None,
+    wait: bool,
+    as_json: bool,
+) -> None:
+    """Catch the index up with HEAD: what the git hooks run after each commit.
+
+    Diffs the last indexed commit against HEAD, applies adds, edits, deletes and renames, then
+    embeds new chunks. If another ingest is running, it is told to do another pass and this
+    command returns at once.
+    """
+    from ..index import ingest as ingest_mod
+
+    if from_hook:
+        _hook_ingest(vault, config_file)
+        return
+    root = vault_root(vault)
+    settings = load_settings(root)
+    result: ingest_mod.IngestResult | None
+    with ProgressBar(not as_json) as bar:
+        if changes_file is not None:
+            result = ingest_mod.apply_changes_file(settings, root, changes_file, embed=not no_embed)
+        else:
+            result = ingest_mod.catch_up(
+                settings, root, embed=not no_embed, wait=wait, progress=bar
+            )
+    if result is None:
+        msg = "another ingest is running for this vault; it will include the latest commits"
+        if as_json:
+            print_json({"handed_over": True, "message": msg})
+        else:
+            echo(msg)
+        return
+    print_result(result, as_json)
+
+
+def _hook_ingest(vault: str | None, config_file: Path | None) -> None:
+    """Run from a git hook: log one line, never fail (the commit already happened).
+
+    Only a registered vault is indexed, into the index recorded when it was registered (the
+    hook names the user's config file, so a GUI client or `env -i` finds it); a hook never
+    starts a bundled server of its own choosing."""
+    from .. import vaults
+    from ..index import ingest as ingest_mod
+    from ..index.gitdiff import repo_root
+
+    files = None
+    try:
+        # The hook's own repository, never VAULTMEM_VAULT: that names the vault the agent
+        # wrapper reads, and every repository with hooks must index itself.
+        root = repo_root(Path(vault) if vault else Path.cwd())
+        files = ingest_mod.state_files(root)
+        environ = dict(os.environ)
+        if config_file is not None:
+            environ[vaults.CONFIG_ENV] = str(config_file)
+        user = vaults.load(environ)
+        if user.by_path(root) is None:
+            ingest_mod.log_line(
+                files,
+                f"error: {root} is not a registered vault ({user.path}), so the commit was not "
+                "indexed: run `vaultmem init` in it",
+            )
+            sys.exit(0)
+        settings = load_settings(root, environ, user=user)
+        # Start a bundled server that is merely down (e.g. after a reboot), but never one the
+        # user stopped with `vaultmem db stop`: that is logged instead, and caught up later.
+        result = ingest_mod.catch_up(settings, root, background=True)
+        if result is not None:
+            ingest_mod.log_line(
+                files, f"ok {result.mode} {result.to_commit or ''} {result.summary()}"
+            )
+    except VaultmemError as exc:
+        if files is not None:
+            ingest_mod.log_line(files, f"error: {exc}")
+        else:
+            error(f"vaultmem: {exc}")
+    except Exception as exc:  # a hook must never surface a traceback to git
+        if files is not None:
+            ingest_mod.log_line(
+                files,
+                f"error: unexpected {type(exc).__name__}: {exc}; "
+                "run `vaultmem ingest` to see details",
+            )
+    sys.exit(0)
+
+
+@cli.command()
+@vault_option
+@click.option("--no-embed", is_flag=True, help="Rebuild text only; leave vectors in the backlog.")
+@json_option
+def rebuild(vault: str | None, no_embed: bool, as_json: bool) -> None:
+    """Re-derive the whole index from HEAD and delete everything stale.
+
+    Resumable: after an interruption, running it again skips the notes already done. Vectors
+    already computed for the same text and model are reused, so only a model change re-embeds.
+    """
+    from ..index import ingest as ingest_mod
+
+    root = vault_root(vault)
+    settings = load_settings(root)
+    with ProgressBar(not as_json) as bar:
+        result = ingest_mod.rebuild(settings, root, embed=not no_embed, progress=bar)
+    print_result(result, as_json)
+
+
+@cli.command()
+@json_option
+def gc(as_json: bool) -> None:
+    """Delete derived rows nothing refers to: cached vectors of text no note holds any more,
+    search words no chunk holds. Covers every vault of the database; `rebuild` prunes the
+    vectors too."""
+    from .. import store
+    from ..store import db
+
+    settings = settings_for()
+    with db.connect(settings, start=writer_start(settings)) as conn:
+        db.require_schema(conn)
+        with conn.transaction():
+            removed = store.collect_garbage(conn)
+    if as_json:
+        print_json(removed)
+    else:
+        echo(
+            f"removed {removed['embedding_cache']} unused cached vectors and "
+            f"{removed['lexicon']} unused search words"
+        )
+
+
+@cli.command()
+@vault_option
+@click.option("--deep", is_flag=True, help="Also re-parse every note and compare its chunks.")
+@json_option
+def verify(vault: str | None, deep: bool, as_json: bool) -> None:
+    """Compare the index with the notes at HEAD; exit 8 if they differ (drift).
+
+    Reports notes missing from the index, ghosts (indexed but gone from HEAD), notes indexed at
+    an older version, every skipped file with its reason, and the embedding backlog.
+    """
+    from ..index.verify import verify as run_verify
+
+    root = vault_root(vault)
+    report = run_verify(load_settings(root), root, deep=deep)
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        behind = report.commits_behind
+        echo(
+            f"HEAD {str(report.head)[:12]}, indexed to {str(report.watermark)[:12]}"
+            + (f" ({behind} commits behind)" if behind > 0 else "")
+            + f"; {report.notes} notes, {report.quarantined} quarantined, "
+            f"{len(report.skipped)} skipped, {report.backlog} chunks awaiting embeddings"
+        )
+        for s in report.skipped:
+            echo(f"  skipped {s['path']!r}: {s['reason']}")
+        for w in report.warnings:
+            echo(f"  indexed with a warning {w['path']!r}: {'; '.join(w['warnings'])}")
+        for label, items in (
+            ("missing", report.missing),
+            ("ghost", report.ghosts),
+            ("outdated", report.outdated),
+            ("misfiled", report.wrong_kind),
+            ("chunks differ", report.chunk_mismatch),
+        ):
+            for p in items:
+                echo(f"  {label}: {p!r}")
+        if report.rechunk_due:
+            echo(f"  chunks: {_RECHUNK_HINT}")
+        echo(
+            "drift: run `vaultmem ingest` (or `vaultmem rebuild`) to repair"
+            if report.drift
+            else "no drift"
+        )
+    if report.drift:
+        sys.exit(8)
+
+
+@cli.command()
+@json_option
+def status(as_json: bool) -> None:
+    """Show the database, the schema version and, for every vault, its counts, how far the
+    index is behind HEAD, the embedding backlog, the last run's outcome and every skipped file.
+    """
+    from ..index.verify import vault_status
+    from ..store import db
+
+    settings = settings_for()
+    with db.connect(settings) as conn:
+        info = db.server_info(conn)
+        version = db.schema_version(conn)
+        vaults = [vault_status(conn, v) for v in db.vault_stats(conn)] if version else []
+    data = {
+        "database": "external" if settings.database_url else "bundled",
+        "reachable": True,
+        **info,
+        "schema_version": version,
+        "vaults": [v.to_dict() for v in vaults],
+    }
+    if as_json:
+        print_json(data)
+        return
+    echo(f"database: {data['database']}, reachable")
+    echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
+    echo(f"schema version: {version or 'none (run `vaultmem init`)'}")
+    for v in vaults:
+        echo(
+            f"vault {v.name} ({v.root}): {v.notes} notes, {v.chunks} chunks, "
+            f"{v.backlog} awaiting embeddings, {v.quarantined} quarantined, "
+            f"{len(v.skipped_files)} skipped"
+        )
+        _echo_vault_health(v)
+
+
+def _embedding_line(v: VaultStatus) -> str:
+    """Which model the vectors come from, the backlog, and an ETA from the last run's rate."""
+    model = v.model_id or "none yet"
+    backlog = v.backlog
+    line = f"model {model}; {backlog} chunks awaiting vectors"
+    configured = v.configured_model_id
+    if configured and configured != v.model_id:
+        line = f"model {model}, settings now name {configured}: the next ingest re-embeds"
+    live = v.embedding_progress
+    if live is not None:
+        done, total, rate = live.get("done", 0), live.get("total", 0), live.get("rate")
+        line += f"; embedding now (pid {live.get('pid')}): {done} of {total} done"
+        if rate:
+            line += f", {rate:.1f} chunks/s, about {duration(backlog / rate)} left"
+        return line
+    run = v.last_run or {}
+    embedded, secs = run.get("embedded") or 0, run.get("embed_seconds") or 0
+    if backlog:
+        line += "; no drainer is running: `vaultmem ingest` (or the next commit) resumes it"
+        if embedded and secs:
+            rate = embedded / secs
+            line += f" (about {duration(backlog / rate)} at the last run's {rate:.1f} chunks/s)"
+    return line
+
+
+_RECHUNK_HINT = (
+    "built by another vaultmem version or chunk size; run `vaultmem ingest` to re-chunk every"
+    " note (unchanged chunks keep their vectors)"
+)
+
+
+def _config_path() -> Path:
+    from .. import vaults
+
+    return vaults.config_path()
+
+
+def _echo_vault_health(v: VaultStatus) -> None:
+    """The lines of `status` that make a silent failure visible."""
+    mark, head, behind = (v.watermark or "")[:12], (v.head or "")[:12], v.commits_behind
+    if v.problem:
+        where = f"indexed to {mark or 'nothing yet'}; {v.problem}"
+    elif not v.head:
+        where = "no commits yet"
+    elif behind == 0:
+        where = f"indexed to {mark} = HEAD" + ("" if v.rechunk_due else " (up to date)")
+    elif behind is not None and behind > 0:
+        where = f"BEHIND: indexed to {mark}, HEAD is {head}, {behind} commits behind"
+    elif mark:
+        where = f"BEHIND: indexed to {mark}, which is not in HEAD's history (HEAD is {head})"
+    else:
+        where = f"BEHIND: nothing indexed yet, HEAD is {head}"
+    if behind:
+        where += ": run `vaultmem ingest`"
+    echo(f"  index: {where}")
+    if not v.registered:
+        echo(
+            "  registry: not a registered vault, so no agent reads it "
+            "(`vaultmem init --vault PATH` registers it)"
+        )
+    if v.ignored_vault_env:
+        echo(
+            f"  settings: ignored in the vault's .env: {', '.join(v.ignored_vault_env)} (a "
+            "vault's .env may set indexing options only; put the rest in the environment or "
+            f"{_config_path()})"
+        )
+    if v.rechunk_due:
+        echo(f"  chunks: {_RECHUNK_HINT}")
+    run = v.last_run
+    if run:
+        order = ("added", "updated", "unchanged", "deleted", "renamed", "quarantined", "skipped")
+        got = run.get("counts") or {}
+        counts = ", ".join(f"{got[k]} {k}" for k in order if k in got)
+        errors = run.get("errors") or []
+        outcome = f"FAILED: {'; '.join(errors)}" if errors else "ok"
+        echo(
+            f"  last run: {run.get('finished_at')} {run.get('mode')} "
+            f"to {str(run.get('to_commit') or '')[:12]} in {run.get('seconds')} s, {outcome}; "
+            f"{counts}; {run.get('embedded', 0)} chunks embedded, "
+            f"{run.get('backlog', 0)} awaiting embeddings"
+        )
+    else:
+        echo("  last run: none recorded")
+    echo(f"  embeddings: {_embedding_line(v)}")
+    hook = v.hook_log_last
+    if hook and " error" in hook:
+        echo(f"  last hook: {hook}")
+    for s in v.skipped_files:
+        echo(f"  skipped {s['path']!r}: {s['reason']}")
+    for w in v.warnings:
+        echo(f"  indexed with a warning {w['path']!r}: {'; '.join(w['warnings'])}")

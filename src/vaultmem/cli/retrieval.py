@@ -1,0 +1,336 @@
+"""Retrieval and Claude Code: `query`, `context`, `claude-hook`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..agent import claude_hook as claude_hook_process
+from ..config import load_settings
+from ..errors import VaultmemError
+from .base import cli, display_path, echo, json_option, print_json, reading_vault, vault_option
+
+
+def _registered_vault(conn: Any, root: Path) -> Any:
+    from ..store import db
+
+    v = db.find_vault(conn, root)
+    if v is None:
+        raise VaultmemError(f"{root} is not an indexed vault yet: run `vaultmem init` in it")
+    return v
+
+
+@cli.command(name="query")
+@click.argument("text")
+@click.option(
+    "--k",
+    "k",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="How many notes to return.",
+)
+@json_option
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show each hit's score breakdown and evidence, and what the relevance gate dropped.",
+)
+@click.option("--path", "path_prefix", metavar="PREFIX", help="Only notes under this path prefix.")
+@click.option("--tag", help="Only notes with this tag.")
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "vector", "lexical"]),
+    default="hybrid",
+    show_default=True,
+    help="Retrievers to use.",
+)
+@vault_option
+def query_cmd(
+    text: str,
+    k: int,
+    as_json: bool,
+    explain: bool,
+    path_prefix: str | None,
+    tag: str | None,
+    mode: str,
+    vault: str | None,
+) -> None:
+    """Search the vault's notes: one hit (its best chunk) per note, best first.
+
+    Hybrid mode fuses vector similarity and full-text search (Chinese and Japanese included).
+    What it prints is what `vaultmem context` and the Claude Code hook would inject: the
+    relevance gate drops notes without enough evidence (VAULTMEM_GATE moves it; --explain shows
+    what it dropped and why). Content-free prompts ("ok continue", "好的繼續") return nothing.
+    """
+    from .. import store
+    from ..embed import get_embedder
+    from ..index.freshness import fresh_hits
+    from ..search import query
+    from ..store import db
+    from ..vaults import NO_VAULT_HINT
+
+    entry = reading_vault(vault)
+    if entry is None:
+        from ..errors import ConfigError
+
+        raise ConfigError(NO_VAULT_HINT)
+    root = entry.path
+    settings = load_settings(root)
+    embedder = get_embedder(settings)
+    with db.connect(settings) as conn:
+        v = _registered_vault(conn, root)
+        verdicts = query.judge(
+            conn,
+            v.id,
+            text,
+            embedder,
+            k=k,
+            path_prefix=path_prefix,
+            tag=tag,
+            mode=mode,
+            min_score=settings.min_score,
+            gate_level=settings.gate,
+        )
+        kept = [x.hit for x in verdicts if x.kept]
+        hits = fresh_hits(conn, v.id, root, store.state(conn, v.id).watermark, kept)
+    # A kept hit that fresh_hits removed is a note HEAD no longer holds: not shown at all.
+    dropped = [
+        (x.hit, x.drop)
+        for x in verdicts
+        if x.drop is not None and x.drop is not query.Drop.BEYOND_K
+    ]
+    if as_json:
+        rows = [
+            {
+                **h.breakdown(),
+                "heading": h.heading,
+                "title": h.title,
+                "tags": list(h.tags),
+                "text": h.text,
+            }
+            for h in hits
+        ]
+        if explain:
+            print_json(
+                {
+                    "hits": rows,
+                    "dropped": [
+                        {**h.breakdown(), "heading": h.heading, "drop": drop.value}
+                        for h, drop in dropped
+                    ],
+                }
+            )
+        else:
+            print_json(rows)
+        return
+    if not hits:
+        echo("no relevant notes", err=True)
+    for i, h in enumerate(hits, 1):
+        where = (
+            f"{display_path(h.path)} › {display_path(h.heading)}"
+            if h.heading
+            else display_path(h.path)
+        )
+        echo(f"{i}. {where}  [{h.score:.3f}]")
+        snippet = " ".join(h.text.split())
+        echo(f"   {snippet[:160]}{'…' if len(snippet) > 160 else ''}")
+        if explain:
+            echo(f"   {_explain_line(h)}")
+    if explain and dropped:
+        need = query.fusion_for(embedder.model_id).min_evidence + settings.gate
+        echo(
+            f"dropped by the relevance gate (a prompt needs one of its first "
+            f"{query.GATE_WINDOW} notes at evidence >= {need:g}; VAULTMEM_GATE={settings.gate:g}):"
+        )
+        owed = max((h.generic_penalty for h, _ in dropped), default=0.0)
+        if owed > 0:
+            echo(
+                f"  this prompt reads like generic coding work (it resembles one of vaultmem's "
+                f"generic requests): every note's evidence is {owed:.1f} lower"
+            )
+        reasons = {drop for _, drop in dropped}
+        if len(reasons) == 1:  # say it once, not on every line
+            echo(f"  all: {_DROP_REASONS[dropped[0][1].value]}")
+        for h, drop in dropped[:10]:
+            why = "" if len(reasons) == 1 else f" {_DROP_REASONS[drop.value]}"
+            echo(f"-  {display_path(h.path)}  [{h.score:.3f}]{why}")
+            echo(f"   {_explain_line(h)}")
+        if len(dropped) > 10:
+            echo(f"   ... and {len(dropped) - 10} more")
+
+
+_DROP_REASONS = {
+    "no-evidence": "no note had enough evidence for this prompt",
+    "below-min-score": "fused score under VAULTMEM_MIN_SCORE",
+    "far-below-best": "fused score far below the best hit's",
+    "beyond-k": "beyond --k",
+}
+
+
+def _explain_line(h: Any) -> str:
+    """One hit's score breakdown: each retriever's rank and score, and the gate's evidence."""
+    vec = (
+        f"vector #{h.vector_rank} (cos {h.vector_score:.3f})"
+        if h.vector_rank is not None
+        else "vector imputed (not embedded yet)"
+        if h.vector_imputed
+        else "vector -"
+    )
+    lex = (
+        f"lexical #{h.lexical_rank} (BM25 {h.lexical_score:.4f})"
+        if h.lexical_rank is not None
+        else "lexical imputed (other script)"
+        if h.lexical_imputed
+        else "lexical -"
+    )
+
+    def nats(x: float | None) -> str:
+        return "-" if x is None or x == float("-inf") else f"{x:.1f}"
+
+    generic = f", generic work -{h.generic_penalty:.1f}" if h.generic_penalty > 0 else ""
+    return (
+        f"{vec}; {lex}; {h.matched_terms} terms matched; evidence {nats(h.evidence)} "
+        f"(words {nats(h.lexical_evidence)}, vector {nats(h.vector_evidence)}{generic}); "
+        f"fused {h.fused:.5f}; commit {h.commit_sha[:7]}"
+    )
+
+
+@cli.command(name="context")
+@click.argument("text", required=False, default="")
+@click.option(
+    "--max-chars",
+    type=click.IntRange(0, None),
+    default=None,
+    help="Budget for the notes block. Default: VAULTMEM_CONTEXT_MAX_CHARS (2500).",
+)
+@click.option(
+    "--memory/--no-memory",
+    default=True,
+    show_default=True,
+    help="Include the standing preferences (MEMORY.md) block first.",
+)
+@click.option("--memory-only", is_flag=True, help="Print only the preferences block.")
+@click.option(
+    "--fail-open",
+    is_flag=True,
+    help="On any error or timeout print nothing and exit 0 (for scripts).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="With --fail-open: give up after this many seconds.",
+)
+@click.option(
+    "--record-as",
+    type=click.Choice(["wrapper"]),
+    default=None,
+    hidden=True,
+    help="Record what is printed in the injection log as this source (bin/agent-with-memory).",
+)
+@vault_option
+def context_cmd(
+    text: str,
+    max_chars: int | None,
+    memory: bool,
+    memory_only: bool,
+    fail_open: bool,
+    timeout: float,
+    record_as: str | None,
+    vault: str | None,
+) -> None:
+    """Print the context block for TEXT: preferences, then relevant notes, fenced as data.
+
+    This is exactly what the agent receives. Prints nothing when there is nothing relevant.
+    Reads the registered vault holding the current directory, else the default vault
+    (`vaultmem vaults list`); with no vault registered, only your own preferences file. Why
+    something was not loaded (a quarantined MEMORY.md, no vault) goes to stderr.
+    """
+    from ..agent import context
+    from ..agent.claude_hook import quiet_openmp
+    from ..vaults import NO_VAULT_HINT
+
+    # One query to embed: spinning OpenMP threads only cost time (see claude_hook.py).
+    quiet_openmp()
+    notices: list[str] = []
+
+    def build() -> str:
+        entry = reading_vault(vault)
+        if entry is None:
+            notices.append(NO_VAULT_HINT)
+        root = entry.path if entry is not None else None
+        settings = load_settings(root)
+        result = context.build_context(
+            settings,
+            text,
+            vault_root=root,
+            include_memory=memory,
+            include_notes=not memory_only,
+            max_chars=max_chars,
+        )
+        notices.extend(result.notices)
+        if record_as:
+            from ..agent import injections
+            from ..config import user_home
+
+            injections.record(
+                user_home(),
+                enabled=settings.log_injections,
+                keep_prompt=settings.log_prompts,
+                source=record_as,
+                vault=entry.name if entry is not None else None,
+                prompt=text,
+                paths=result.paths,
+                chars=len(result.text),
+            )
+        return result.text
+
+    if not fail_open:
+        out = build()
+    else:
+        result = context.run_bounded(build, timeout)
+        out = result or ""
+    for line in notices:
+        echo(f"vaultmem: {line}", err=True)
+    if out:
+        echo(out)
+    if fail_open:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # a timed-out worker may still hold a socket: do not wait for it
+
+
+@cli.command(name="claude-hook")
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    help="Give up (printing nothing) after this many seconds. Default: VAULTMEM_HOOK_TIMEOUT, "
+    f"else {claude_hook_process.DEFAULT_TIMEOUT:g}.",
+)
+@click.option(
+    "--memory/--no-memory",
+    default=True,
+    show_default=True,
+    help="Include the preferences block (the wrapper already puts it in the system "
+    "prompt, so it passes --no-memory).",
+)
+def claude_hook(timeout: float | None, memory: bool) -> None:
+    """Claude Code UserPromptSubmit hook: reads the hook JSON on stdin, prints the context.
+
+    Claude Code adds a UserPromptSubmit hook's stdout (exit 0) to the model's context. Fails
+    open: bad input, an unreachable database or a timeout print nothing and exit 0.
+    Register it with `vaultmem hooks install --claude`.
+    """
+    # The `vaultmem` command runs the hook without importing click (see __main__.py), with
+    # agent.claude_hook's own option parser; this path serves `--help` and CliRunner, with the
+    # same defaults (claude_hook_process.default_timeout).
+    if timeout is None:
+        timeout = claude_hook_process.default_timeout()
+    claude_hook_process.run(timeout, memory)

@@ -1,0 +1,180 @@
+"""`vaultmem init` and `vaultmem vaults`: the registry of vaults, the only sources of memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..config import Settings, load_settings
+from .base import (
+    ProgressBar,
+    cli,
+    duration,
+    echo,
+    json_option,
+    print_json,
+    print_result,
+    register,
+    vault_option,
+    vault_root,
+    writer_start,
+)
+
+
+@cli.command()
+@vault_option
+@click.option("--name", help="The vault's name in the registry. Default: its folder's name.")
+@click.option("--no-hooks", is_flag=True, help="Do not install the git hooks.")
+@click.option("--no-index", is_flag=True, help="Do not index the notes now.")
+def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) -> None:
+    """Set up a vault: registration, database, schema, git hooks, first index.
+
+    Registers the vault in your user config (the first one becomes the default vault that
+    the agent wrapper and the Claude Code hook read from any directory), starts the bundled
+    database if no VAULTMEM_DATABASE_URL is set, applies schema.sql, installs the git hooks and
+    indexes the notes at HEAD (text first, then vectors, with a progress bar). Safe to run
+    again: it changes nothing that is already in place.
+    """
+    from .. import vaults
+    from ..store import db
+
+    root = vault_root(vault)
+    entry, settings = register(root, name)
+    with db.connect(settings, start=True) as conn:
+        applied = db.apply_schema(conn)
+        v = db.register_vault(conn, root)
+        info = db.server_info(conn)
+    if applied:
+        echo(f"schema applied (version {db.SCHEMA_VERSION})")
+    else:
+        echo(f"schema up to date (version {db.SCHEMA_VERSION})")
+    default = vaults.load().default_vault()
+    is_default = (
+        " (the default vault)" if default is not None and default.name == entry.name else ""
+    )
+    echo(f"vault registered: {entry.name} = {v.root}{is_default} in {vaults.config_path()}")
+    echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
+    if not no_hooks:
+        from ..errors import ConfigError
+        from ..index import git_hooks
+
+        try:
+            git_hooks.install(root, config=vaults.config_path())
+            echo(f"git hooks installed in {git_hooks.hooks_dir(root)}")
+        except ConfigError as exc:
+            echo(f"git hooks NOT installed: {exc}", err=True)
+    if not no_index:
+        from ..index import ingest as ingest_mod
+
+        # Text first, in the foreground: the vault is searchable by full text when init ends.
+        with ProgressBar(True) as bar:
+            result = ingest_mod.catch_up(settings, root, progress=bar, wait=True, embed=False)
+        if result is not None:
+            print_result(result, False)
+        _start_vectors(settings, root)
+
+
+def _start_vectors(settings: Settings, root: Path) -> None:
+    """Measure the embedding rate on a few chunks, then leave the rest of the backlog to one
+    background drainer that survives the terminal closing; say so in one line, with an ETA."""
+    from .. import vaults
+    from ..index import ingest as ingest_mod
+    from ..index.freshness import start_catch_up
+
+    sample = ingest_mod.sample_embedding_rate(settings, root)
+    if sample.backlog == 0:
+        echo("vectors: every chunk has its vector")
+        return
+    eta = ""
+    if sample.embed_rate:
+        eta = f", about {duration(sample.backlog / sample.embed_rate)} at "
+        eta += f"{sample.embed_rate:.1f} chunks/s"
+    started = start_catch_up(root, vaults.config_path())
+    where = "in the background" if started else "by the ingester already running"
+    echo(
+        f"vectors: {sample.backlog} chunks to embed {where}{eta}; full-text search works "
+        "meanwhile; `vaultmem status` shows progress"
+    )
+
+
+@cli.group(name="vaults")
+def vaults_group() -> None:
+    """The registered vaults: the only places the agent's memory comes from.
+
+    They live in your user config (`vaultmem vaults list` shows where). `vaultmem init`
+    registers a vault; the first one is the default, which the agent wrapper and the Claude
+    Code hook read from any directory (inside another registered vault, that one is read).
+    """
+
+
+@vaults_group.command(name="list")
+@json_option
+def vaults_list(as_json: bool) -> None:
+    """List the registered vaults, the default one, and the index each one uses."""
+    from .. import vaults
+
+    config = vaults.load()
+    default = config.default_vault()
+    rows = [
+        {**v.to_dict(), "default": default is not None and v.name == default.name}
+        for v in config.vaults
+    ]
+    if as_json:
+        print_json({"config": str(config.path), "vaults": rows})
+        return
+    if not rows:
+        echo(f"no vault registered ({config.path}): `vaultmem init --vault PATH`")
+        return
+    for r in rows:
+        where = r["database_url"] or (f"bundled database in {r['home']}" if r["home"] else "")
+        mark = "* " if r["default"] else "  "
+        echo(f"{mark}{r['name']}  {r['path']}" + (f"  ({where})" if where else ""))
+    echo(f"(* = default; registry: {config.path})")
+
+
+@vaults_group.command(name="add")
+@click.argument("path", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--name", help="The vault's name. Default: its folder's name.")
+def vaults_add(path: Path, name: str | None) -> None:
+    """Register the git work tree at PATH without indexing it (`vaultmem init` does both)."""
+    from ..index.gitdiff import repo_root
+
+    entry, _ = register(repo_root(path), name)
+    echo(f"registered {entry.name} = {entry.path}")
+
+
+@vaults_group.command(name="remove")
+@click.argument("name")
+@click.option("--purge", is_flag=True, help="Also delete its rows from the database.")
+def vaults_remove(name: str, purge: bool) -> None:
+    """Unregister vault NAME: no agent reads it and its git hooks stop indexing it."""
+    from .. import vaults
+    from ..store import db
+
+    settings = None
+    entry = vaults.load().get(name)
+    if entry is not None and purge:
+        settings = load_settings(entry.path)
+    removed = vaults.unregister(name)
+    echo(f"unregistered {removed.name} ({removed.path})")
+    if purge and settings is not None:
+        with db.connect(settings, start=writer_start(settings)) as conn:
+            conn.execute("DELETE FROM vaults WHERE root = %s", (str(removed.path.resolve()),))
+            conn.commit()
+        echo("its index was deleted from the database")
+    else:
+        echo(
+            "its index stays in the database (`--purge` deletes it); "
+            "`vaultmem hooks uninstall --vault PATH` removes its git hooks"
+        )
+
+
+@vaults_group.command(name="default")
+@click.argument("name")
+def vaults_default(name: str) -> None:
+    """Make NAME the default vault (read from directories outside every registered vault)."""
+    from .. import vaults
+
+    entry = vaults.set_default(name)
+    echo(f"default vault: {entry.name} ({entry.path})")

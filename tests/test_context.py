@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vaultmem.agent.context import (
+from vaultmem.agent.context import build_context
+from vaultmem.agent.render import (
     CONTEXT_TAG,
     TRUNCATED,
-    build_context,
     cut_escaped,
     render_context,
     render_memory,

@@ -11,7 +11,7 @@ Design decisions:
   `Index` for the version at HEAD (and the index holds no quarantine or skip for that very
   version): an excluded, skipped or quarantined file is refused with the reason and never
   shown; a reviewed false positive (`vaultmem audit allow`) is served.
-- Every text that leaves is escaped as the context block escapes it (`context.escape_text` /
+- Every text that leaves is escaped as the context block escapes it (`render.escape_text` /
   `escape_attr`) inside one element whose first line says it is data, not instructions.
 - `VaultTools` holds the behaviour and returns strings (tested without MCP as well as through
   the SDK's client); `build_server` only wraps it in `mcp.server.MCPServer` tools. The process
@@ -32,7 +32,7 @@ from pydantic import Field
 
 from ..errors import ConfigError, VaultmemError
 from . import injections
-from .context import cut_escaped, escape_attr, escape_text
+from .render import cut_escaped, escape_attr, escape_text
 
 if TYPE_CHECKING:
     from ..config import Settings

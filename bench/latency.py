@@ -1,11 +1,11 @@
-"""Query latency at scale: in-process `query.search` and the per-prompt hook as a cold process.
+"""Query latency at scale: in-process `search.search` and the per-prompt hook as a cold process.
 
 Builds synthetic vaults whose text is sampled from the tldr pages' own vocabulary (English word
 frequencies from the description lines, plus ~10% Chinese notes from pages.zh), written through
 the store functions the real ingest uses (`store.upsert_note`, `store.store_embeddings`) and
 indexed with HNSW (`db.ensure_vector_index`). Then prints:
 
-- warm in-process `query.search` (hybrid by default), p50/p95 over 200 queries, at 10k and 100k
+- warm in-process `search.search` (hybrid by default), p50/p95 over 200 queries, at 10k and 100k
   chunks (hash embedder vectors: the query embedding costs ~nothing, so this is the database
   round trip, fusion and gate);
 - `vaultmem claude-hook` (the registered command, through /bin/sh) as a cold process (hook JSON on stdin), p50/p95 over 20
@@ -16,7 +16,7 @@ indexed with HNSW (`db.ensure_vector_index`). Then prints:
 Each database is separate, so a 10k figure is never measured on a 110k-row HNSW index.
 Runs its own bundled PostgreSQL in a temporary VAULTMEM_HOME unless VAULTMEM_DATABASE_URL is set
 (then it creates and drops `vmbench_*` databases on that server). Figures are printed, never
-asserted. Only the public `query.search()` is called, so it measures whatever ranking is current.
+asserted. Only the public `search.search()` is called, so it measures whatever ranking is current.
 
 Usage: python bench/latency.py [--sizes 10000,100000] [--queries 200] [--hook-runs 20]
 """
@@ -46,7 +46,7 @@ import psycopg
 from vaultmem import store
 from vaultmem.embed import HashEmbedder
 from vaultmem.index.markdown import parse_note
-from vaultmem.search import query
+from vaultmem.search import Mode, search
 from vaultmem.store import db, server
 
 BUNDLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tldr-history.bundle"
@@ -299,15 +299,15 @@ def pct(values: list[float], p: float) -> float:
 def warm_search(
     url: str, vault_id: int, queries: list[str], mode: str
 ) -> tuple[list[float], float]:
-    """Milliseconds per `query.search` on one open connection; and the mean hits returned."""
+    """Milliseconds per `search.search` on one open connection; and the mean hits returned."""
     embedder = HashEmbedder()
     times, hits = [], 0
     with db.connect_url(url) as conn:
         for q in queries[:20]:  # warm the caches and the connection
-            query.search(conn, vault_id, q, embedder, k=5, mode=mode)
+            search(conn, vault_id, q, embedder, k=5, mode=Mode(mode))
         for q in queries:
             t = time.perf_counter()
-            found = query.search(conn, vault_id, q, embedder, k=5, mode=mode)
+            found = search(conn, vault_id, q, embedder, k=5, mode=Mode(mode))
             times.append((time.perf_counter() - t) * 1000)
             hits += len(found)
     return times, hits / max(1, len(queries))
@@ -415,7 +415,7 @@ def main() -> None:
                 times, mean_hits = warm_search(url, vid, queries, mode)
                 rows.append(
                     (
-                        f"query.search {mode}, warm, in process",
+                        f"search.search {mode}, warm, in process",
                         f"{notes} notes / {chunks} chunks",
                         f"{pct(times, 50):.1f} / {pct(times, 95):.1f} ms",
                         f"{len(times)} queries, {mean_hits:.1f} hits each",

@@ -1,7 +1,7 @@
-"""Retrieval as users receive it: the gated result of `query.search` beside the ungated ranking.
+"""Retrieval as users receive it: the gated result of `search.search` beside the ungated ranking.
 
 What `vaultmem context`, the Claude Code hook and the wrapper inject is the gated result
-(`query.search` with the settings' gate, k=5). This script measures that path on five vaults:
+(`search.search` with the settings' gate, k=5). This script measures that path on five vaults:
 
   scifact     SciFact abstracts (English), claims as questions
   cmrc        CMRC 2018 (Chinese Wikipedia), questions
@@ -326,31 +326,39 @@ def evaluate(
 ) -> dict[str, Result]:
     """group -> figures, ungated and gated at each VAULTMEM_GATE level.
 
-    One candidate statement per question (`query.fetch_candidates`), fused and gated by the
-    same functions `query.search` composes; every `check_every`-th question is also run
-    through `query.search` itself, which must return exactly the level-0 result: the figures
+    One candidate statement per question (`search.fetch_candidates`), fused and gated by the
+    same functions `search.search` composes; every `check_every`-th question is also run
+    through `search.search` itself, which must return exactly the level-0 result: the figures
     are what `vaultmem context` and the hook deliver."""
-    from vaultmem.search import query
+    from vaultmem.search import (
+        Mode,
+        fetch_candidates,
+        fuse_candidates,
+        fusion_for,
+        gate,
+        is_content_free,
+        search,
+    )
 
-    fusion = query.fusion_for(embedder.model_id)
+    fusion = fusion_for(embedder.model_id)
     if without_generic:  # the gate as it was before the generic-request check, for comparison
         fusion = dataclasses.replace(fusion, generic_margin=None)
         check_every = 0
     out: dict[str, Result] = {}
     for i, q in enumerate(questions):
         res = out.setdefault(q.group, Result())
-        c = query.fetch_candidates(conn, vault_id, q.text, embedder, k=10, mode=mode)
-        hits = query.fuse_candidates(c, fusion)
+        c = fetch_candidates(conn, vault_id, q.text, embedder, k=10, mode=Mode(mode))
+        hits = fuse_candidates(c, fusion)
         ungated = [h.path for h in hits[:10]]
         if q.relevant:
             res.ungated.add(ungated, q.relevant)
-        free = query.is_content_free(q.text)
+        free = is_content_free(q.text)
         for level in levels:
-            verdicts = [] if free else query.gate(hits, fusion=fusion, k=10, level=level)
+            verdicts = [] if free else gate(hits, fusion=fusion, k=10, level=level)
             got = [v.hit.path for v in verdicts if v.kept]
             res.gated.setdefault(level, Figures()).add(got, q.relevant, ungated)
             if level == 0 and check_every and i % check_every == 0:
-                via = query.search(conn, vault_id, q.text, embedder, k=10, mode=mode)
+                via = search(conn, vault_id, q.text, embedder, k=10, mode=Mode(mode))
                 assert [h.path for h in via] == got, (q.text, via, got)
     return out
 
@@ -432,7 +440,7 @@ def main() -> int:
 
     work, _ = bench_env("vaultmem-relevance-", args.provider)
     from vaultmem.embed import get_embedder
-    from vaultmem.search import query
+    from vaultmem.search import prepare_generic
     from vaultmem.store import db
 
     makers: dict[str, Callable[[], Corpus]] = {
@@ -468,7 +476,7 @@ def main() -> int:
         if embedder is None:
             embedder = CachedEmbedder(get_embedder(settings))
             # As after a user's ingest: the gate's generic requests are embedded (module generic).
-            query.prepare_generic(embedder)
+            prepare_generic(embedder)
         questions = [q for q in corpus.questions if args.half in ("all", q.half)]
         print(
             f"\n## {name}: {len(corpus.files)} notes, {len(questions)} questions "

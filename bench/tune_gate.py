@@ -2,8 +2,8 @@
 
 For every tune-half question and unanswerable prompt of bench/relevance.py's vaults, in every
 mode (hybrid, lexical-only, hybrid with 50 % / 10 % of chunks embedded), the one candidate
-statement `query.search` runs is executed once and its rows kept (a pickle under
-VAULTMEM_BENCH_DIR); the real `query.fuse` and `query.gate` then run offline over a grid of
+statement `search.search` runs is executed once and its rows kept (a pickle under
+VAULTMEM_BENCH_DIR); the real `search.fuse_candidates` and `search.gate` then run offline over a grid of
 gate strictness values, printing per set the share of answerable questions that get nothing,
 the gated / ungated nDCG@10 ratio and the share of unanswerable prompts that inject something.
 
@@ -41,7 +41,7 @@ MODES = ("hybrid", "lexical", "hybrid@0.5", "hybrid@0.1")
 def dump(args: argparse.Namespace) -> None:
     bench_env("vaultmem-tune-gate-", args.provider)
     from vaultmem.embed import get_embedder
-    from vaultmem.search import query
+    from vaultmem.search import Mode, fetch_candidates, prepare_generic
     from vaultmem.store import db
 
     sci, cm = scifact(args.scifact_docs), cmrc(0)
@@ -63,7 +63,7 @@ def dump(args: argparse.Namespace) -> None:
         if embedder is None:
             embedder = CachedEmbedder(get_embedder(settings))
             # As after a user's ingest: the gate's generic requests are embedded (module generic).
-            query.prepare_generic(embedder)
+            prepare_generic(embedder)
         qs = [q for q in corpus.questions + prompts if q.half == args.half]
         print(f"{name}: {len(qs)} questions and prompts ({args.half} half)", flush=True)
         with db.connect(settings) as conn:
@@ -75,8 +75,8 @@ def dump(args: argparse.Namespace) -> None:
                     out[(name, spec)] = [
                         (
                             q,
-                            query.fetch_candidates(
-                                conn, vault.id, q.text, embedder, k=10, mode=mode
+                            fetch_candidates(
+                                conn, vault.id, q.text, embedder, k=10, mode=Mode(mode)
                             ),
                         )
                         for q in qs
@@ -91,17 +91,13 @@ def figures(
     items: list[tuple[Question, Any]], fusion: Any, level: float
 ) -> dict[str, tuple[int, float, float, float]]:
     """group -> (n, % with nothing (answerable) or something (unanswerable), gated nDCG@10,
-    ungated nDCG@10), through the real query.fuse and query.gate."""
-    from vaultmem.search import query
+    ungated nDCG@10), through the real search.fuse_candidates and search.gate."""
+    from vaultmem.search import fuse_candidates, gate, is_content_free
 
     acc: dict[str, list[float]] = {}
     for q, c in items:
-        hits = query.fuse_candidates(c, fusion)
-        kept = (
-            []
-            if query.is_content_free(c.query)
-            else query.gate(hits, fusion=fusion, k=10, level=level)
-        )
+        hits = fuse_candidates(c, fusion)
+        kept = [] if is_content_free(c.query) else gate(hits, fusion=fusion, k=10, level=level)
         got = [v.hit.path for v in kept if v.kept]
         a = acc.setdefault(q.group, [0, 0, 0.0, 0.0, 1.0 if q.relevant else 0.0])
         a[0] += 1
@@ -124,7 +120,7 @@ def load_candidates(paths: list[str]) -> dict[tuple[str, str], list[tuple[Questi
 def evaluate(args: argparse.Namespace) -> None:
     import dataclasses
 
-    from vaultmem.search import query
+    from vaultmem.search import fusion_for
 
     paths = (
         args.pickles.split(",")
@@ -132,7 +128,7 @@ def evaluate(args: argparse.Namespace) -> None:
         else [str(bench_dir() / f"gate-candidates-{args.half}.pkl")]
     )
     data = load_candidates(paths)
-    base = query.fusion_for(args.model)
+    base = fusion_for(args.model)
     overrides = {}
     for kv in filter(None, args.fusion.split(";")):
         key, value = kv.split("=", 1)

@@ -14,7 +14,7 @@ from vaultmem.cli import cli
 from vaultmem.config import load_settings
 from vaultmem.embed import get_embedder
 from vaultmem.index import git_hooks
-from vaultmem.search.query import search
+from vaultmem.search import search
 from vaultmem.store import db
 
 

@@ -338,7 +338,7 @@ def test_a_searching_hook_imports_no_secret_detector_yaml_or_sqlalchemy(indexed_
     )
     assert b'path="ops/postgres-backup.md"' in proc.stdout  # it really searched
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()}
-    assert "vaultmem.search.query" in imported
+    assert "vaultmem.search.retrieval" in imported
     heavy = {
         "detect_secrets",
         "vaultmem.index.sensitive",

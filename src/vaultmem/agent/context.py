@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from ..config import Settings
     from ..embed import Embedder
+    from ..search import Prompt
     from ..store import db
     from ..store.db import Conn
 
@@ -172,7 +173,7 @@ def build_context(
     callers that must fail open catch them. `resources` supplies the connection and embedder
     (default: `ColdResources`).
     """
-    from ..search import query
+    from ..search import Prompt
     from ..store import db
 
     res = resources if resources is not None else ColdResources()
@@ -182,8 +183,10 @@ def build_context(
     if include_memory and settings.memory_file is not None:
         prefs = user_preferences(settings)
     wants_notes = include_notes and vault_root is not None and bool(prompt.strip())
-    if wants_notes and query.is_content_free(prompt):
-        wants_notes = False  # decided before touching the database or loading a model
+    # Decided once, before touching the database or loading a model; the search reuses it.
+    asked = Prompt.of(prompt) if wants_notes else None
+    if asked is not None and asked.content_free:
+        wants_notes = False
     if wants_notes and claim is not None and not _claim(*claim):
         wants_notes = False
     needs_db = vault_root is not None and (wants_notes or (include_memory and prefs is None))
@@ -209,9 +212,9 @@ def build_context(
                     if vault is not None:
                         if include_memory and prefs is None:
                             prefs = vault_preferences(conn, vault)
-                        if wants_notes:
+                        if wants_notes and asked is not None:
                             embedder = embedder or res.embedder(settings)
-                            hits = _search(conn, settings, vault, prompt, k, embedder)
+                            hits = _search(conn, settings, vault, asked, k, embedder)
     if include_memory and (prefs is None or (not prefs.text.strip() and prefs.vault_path)):
         if prefs is not None and prefs.notice:
             notices.append(prefs.notice)
@@ -240,25 +243,20 @@ def build_context(
 
 
 def _search(
-    conn: Conn, settings: Settings, vault: db.Vault, prompt: str, k: int, embedder: Embedder
+    conn: Conn, settings: Settings, vault: db.Vault, prompt: Prompt, k: int, embedder: Embedder
 ) -> list:
-    from .. import store
-    from ..index.freshness import fresh_hits
-    from ..search import query
+    from ..search import retrieve
 
-    hits = query.search(
+    found = retrieve(
         conn,
-        vault.id,
+        vault,
         prompt,
         embedder,
         k=k,
         min_score=settings.min_score,
         gate_level=settings.gate,
     )
-    # A reset or checkout that ran no hook: never hand out a note HEAD no longer holds.
-    watermark = store.state(conn, vault.id).watermark
-    conn.commit()
-    return fresh_hits(conn, vault.id, vault.root, watermark, hits)
+    return list(found.hits)
 
 
 def _claim(directory: Path, key: str) -> bool:

@@ -137,7 +137,7 @@ class VaultTools:
     def search(
         self, query: str, k: int = 5, path_prefix: str = "", tag: str = "", explain: bool = False
     ) -> str:
-        from ..search import query as q
+        from ..search import retrieve
 
         target = self.target()
         k = max(1, min(MAX_K, k))
@@ -151,9 +151,10 @@ class VaultTools:
                 self.resources.connection(target.settings, start=False, timeout=3) as conn,
             ):
                 vault = self._index(conn, target)
-                hits = q.search(
+                # Without the notes HEAD no longer holds, if it moved without a hook.
+                hits = retrieve(
                     conn,
-                    vault.id,
+                    vault,
                     query,
                     embedder,
                     k=k,
@@ -161,14 +162,7 @@ class VaultTools:
                     tag=tag or None,
                     min_score=target.settings.min_score,
                     gate_level=target.settings.gate,
-                )
-                # A HEAD that moved without a hook: no hit HEAD no longer holds (and catch up).
-                from .. import store
-                from ..index.freshness import fresh_hits
-
-                watermark = store.state(conn, vault.id).watermark
-                conn.commit()
-                hits = fresh_hits(conn, vault.id, vault.root, watermark, hits)
+                ).hits
         head = f"<search_results{_attrs(vault=target.entry.name, query=query)}>\n"
         if not hits:
             return head + "no relevant notes\n</search_results>"

@@ -35,7 +35,7 @@ SHORT_COMMIT = 7
 
 
 class RenderableHit(Protocol):
-    """What rendering needs from a search hit (query.Hit has these fields)."""
+    """What rendering needs from a search hit (search.Hit has these fields)."""
 
     @property
     def path(self) -> str: ...

@@ -158,7 +158,7 @@ def warm_up(resources: WarmResources) -> str:
     query embedded) and its connection. Best effort; returns what was warmed, for the log."""
     from .. import vaults
     from ..config import load_settings
-    from ..search import query
+    from ..search import prepare_generic
 
     try:
         user = vaults.load()
@@ -166,7 +166,7 @@ def warm_up(resources: WarmResources) -> str:
         settings = load_settings(entry.path if entry else None, user=user)
         embedder = resources.embedder(settings)
         embedder.embed_query("warm up")
-        query.prepare_generic(embedder)  # if no ingest has cached them yet
+        prepare_generic(embedder)  # if no ingest has cached them yet
         with resources.connection(settings, start=False, timeout=3):
             pass
         return f"warmed {embedder.model_id} for {entry.name if entry else 'no vault'}"

@@ -12,6 +12,7 @@ import click
 from ..agent import claude_hook as claude_hook_process
 from ..config import load_settings
 from ..errors import VaultmemError
+from ..search import Mode
 from .base import cli, display_path, echo, json_option, print_json, reading_vault, vault_option
 
 
@@ -44,8 +45,8 @@ def _registered_vault(conn: Any, root: Path) -> Any:
 @click.option("--tag", help="Only notes with this tag.")
 @click.option(
     "--mode",
-    type=click.Choice(["hybrid", "vector", "lexical"]),
-    default="hybrid",
+    type=click.Choice([m.value for m in Mode]),
+    default=Mode.HYBRID.value,
     show_default=True,
     help="Retrievers to use.",
 )
@@ -67,10 +68,8 @@ def query_cmd(
     relevance gate drops notes without enough evidence (VAULTMEM_GATE moves it; --explain shows
     what it dropped and why). Content-free prompts ("ok continue", "好的繼續") return nothing.
     """
-    from .. import store
     from ..embed import get_embedder
-    from ..index.freshness import fresh_hits
-    from ..search import query
+    from ..search import GATE_WINDOW, fusion_for, retrieve
     from ..store import db
     from ..vaults import NO_VAULT_HINT
 
@@ -84,26 +83,21 @@ def query_cmd(
     embedder = get_embedder(settings)
     with db.connect(settings) as conn:
         v = _registered_vault(conn, root)
-        verdicts = query.judge(
+        found = retrieve(
             conn,
-            v.id,
+            v,
             text,
             embedder,
             k=k,
             path_prefix=path_prefix,
             tag=tag,
-            mode=mode,
+            mode=Mode(mode),
             min_score=settings.min_score,
             gate_level=settings.gate,
         )
-        kept = [x.hit for x in verdicts if x.kept]
-        hits = fresh_hits(conn, v.id, root, store.state(conn, v.id).watermark, kept)
-    # A kept hit that fresh_hits removed is a note HEAD no longer holds: not shown at all.
-    dropped = [
-        (x.hit, x.drop)
-        for x in verdicts
-        if x.drop is not None and x.drop is not query.Drop.BEYOND_K
-    ]
+    # A kept hit that HEAD no longer holds is in neither list: not shown at all.
+    hits = found.hits
+    dropped = list(found.dropped)
     if as_json:
         rows = [
             {
@@ -142,10 +136,10 @@ def query_cmd(
         if explain:
             echo(f"   {_explain_line(h)}")
     if explain and dropped:
-        need = query.fusion_for(embedder.model_id).min_evidence + settings.gate
+        need = fusion_for(embedder.model_id).min_evidence + settings.gate
         echo(
             f"dropped by the relevance gate (a prompt needs one of its first "
-            f"{query.GATE_WINDOW} notes at evidence >= {need:g}; VAULTMEM_GATE={settings.gate:g}):"
+            f"{GATE_WINDOW} notes at evidence >= {need:g}; VAULTMEM_GATE={settings.gate:g}):"
         )
         owed = max((h.generic_penalty for h, _ in dropped), default=0.0)
         if owed > 0:

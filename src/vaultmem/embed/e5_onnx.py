@@ -50,7 +50,7 @@ TOKENS_PER_RUN = 8192
 # for a few microseconds of work. `python bench/query_threads.py` (2 cores, load 1.2), p50 one
 # thread / two: 10.5 / 11.1 ms up to 16 tokens, 12.6 / 13.4 up to 32, 28.8 / 26.3 up to 64,
 # 62.6 / 48.1 up to 128. The one-thread session also leaves the other core to the database
-# work of the same prompt (query.fetch_candidates).
+# work of the same prompt (search.fetch_candidates).
 SHORT_QUERY_TOKENS = 40
 # The fixed cost of one onnxruntime call, in tokens' worth of compute: more, shorter runs trade
 # padding for calls.

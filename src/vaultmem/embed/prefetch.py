@@ -54,7 +54,7 @@ class Prefetched:
 
     @property
     def prefetching(self) -> bool:
-        """Always: tells query.fetch_candidates that a vector is on its way, so it fetches the
+        """Always: tells search.candidates.fetch_candidates that a vector is on its way, so it fetches the
         full-text list first."""
         return True
 

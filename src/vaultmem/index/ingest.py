@@ -484,7 +484,7 @@ class Ingester:
         """Embed the relevance gate's generic requests if they are not cached for this model
         yet (module `generic`): searches never do, so this run, in the background, does. Once
         per model and machine; a no-op (a file check) after that."""
-        from ..search.query import prepare_generic
+        from ..search import prepare_generic
 
         try:
             prepare_generic(self.embedder)

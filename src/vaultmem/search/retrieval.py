@@ -1,0 +1,187 @@
+"""Retrieval: a prompt in, the notes to deliver out. The search room's steps composed: prompt
+analysis (`prompt`), the candidate statement (`candidates`), fusion (`fusion`), the relevance
+gate (`relevance`) and, for what readers hand out, the check against HEAD (`index.freshness`).
+
+`retrieve` is what every reader calls (`vaultmem query`, `vaultmem context` and the Claude Code
+hook, the MCP `search` tool). `judge` and `search` are the ranking and the gate without the
+HEAD check, for benchmarks and tests that measure those on their own.
+
+The module is not called `retrieve` because the front door (`vaultmem.search`) exports the
+function of that name: a submodule would shadow it as an attribute of the package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import store
+from ..index.freshness import fresh_hits
+from .candidates import Candidates, fetch_candidates
+from .fusion import Fusion, Hit, fuse, fusion_or_default
+from .modes import Mode
+from .prompt import Prompt
+from .relevance import Drop, Verdict, gate
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from ..embed import Embedder
+    from ..store.db import Conn, Vault
+
+
+def fuse_candidates(c: Candidates, fusion: Fusion) -> list[Hit]:
+    """One query's candidate rows fused into its ranking (best chunk per note, best first)."""
+    return fuse(
+        c.rows,
+        query=c.query,
+        terms=c.terms,
+        fusion=fusion,
+        use_vector=c.use_vector,
+        use_lexical=c.use_lexical,
+        generic_similarity=c.generic_similarity,
+    )
+
+
+def judge(
+    conn: psycopg.Connection[Any],
+    vault_id: int,
+    query: str | Prompt,
+    embedder: Embedder | None,
+    *,
+    k: int = 5,
+    path_prefix: str | None = None,
+    tag: str | None = None,
+    mode: Mode = Mode.HYBRID,
+    min_score: float = 0.0,
+    fusion: Fusion | None = None,
+    candidates: int | None = None,
+    gate_level: float = 0.0,
+) -> list[Verdict]:
+    """Every candidate note for `query`, best first, with the gate's verdict on it.
+
+    What `search` keeps is the kept ones; `vaultmem query --explain` shows the rest and why.
+    A content-free prompt has no candidates: nothing is searched (a `Prompt` brings that
+    decision with it; a string is analysed here).
+    """
+    mode = Mode.of(mode)
+    prompt = Prompt.coerce(query)
+    if prompt.content_free:
+        return []
+    fusion = fusion_or_default(fusion, embedder)
+    c = fetch_candidates(
+        conn,
+        vault_id,
+        prompt.text,
+        embedder,
+        k=k,
+        path_prefix=path_prefix,
+        tag=tag,
+        mode=mode,
+        candidates=candidates,
+        fusion=fusion,
+    )
+    return gate(
+        fuse_candidates(c, fusion), fusion=fusion, min_score=min_score, k=k, level=gate_level
+    )
+
+
+def search(
+    conn: psycopg.Connection[Any],
+    vault_id: int,
+    query: str | Prompt,
+    embedder: Embedder | None,
+    *,
+    k: int = 5,
+    path_prefix: str | None = None,
+    tag: str | None = None,
+    mode: Mode = Mode.HYBRID,
+    min_score: float = 0.0,
+    fusion: Fusion | None = None,
+    candidates: int | None = None,
+    gated: bool = True,
+    gate_level: float = 0.0,
+) -> list[Hit]:
+    """The `k` best notes for `query` in the vault, one hit (best chunk) per note, best first.
+
+    mode: hybrid (vector + full text, fused), vector or lexical. Hybrid silently becomes
+    lexical when no chunk has a vector from this embedder yet (the query is then not embedded).
+    The relevance gate (`relevance.gate`) decides what is returned; `gate_level` is
+    VAULTMEM_GATE. `gated=False` returns the fused ranking as it is (no content-free check, no
+    gate), for benchmarks that compare the two. Nothing here checks the hits against HEAD:
+    what a reader hands out comes from `retrieve`.
+    """
+    kw: dict[str, Any] = dict(
+        k=k, path_prefix=path_prefix, tag=tag, mode=mode, fusion=fusion, candidates=candidates
+    )
+    if gated:
+        verdicts = judge(
+            conn, vault_id, query, embedder, min_score=min_score, gate_level=gate_level, **kw
+        )
+        return [v.hit for v in verdicts if v.kept]
+    fusion = fusion_or_default(kw.pop("fusion"), embedder)
+    text = query.text if isinstance(query, Prompt) else query
+    c = fetch_candidates(conn, vault_id, text, embedder, fusion=fusion, **kw)
+    return fuse_candidates(c, fusion)[:k]
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What one prompt retrieved from a vault: the notes to deliver, and the gate's verdicts."""
+
+    # Kept by the gate and still at HEAD as indexed, best first: what a reader hands out.
+    hits: tuple[Hit, ...]
+    # The gate's verdict on every candidate note, best first (none for a content-free prompt).
+    # A kept note that HEAD no longer holds is in `verdicts` as kept but not in `hits`.
+    verdicts: tuple[Verdict, ...] = ()
+
+    @property
+    def dropped(self) -> tuple[tuple[Hit, Drop], ...]:
+        """The notes the gate found not relevant enough and why, best first (not those that
+        were only beyond k): what `vaultmem query --explain` lists."""
+        return tuple(
+            (v.hit, v.drop)
+            for v in self.verdicts
+            if v.drop is not None and v.drop is not Drop.BEYOND_K
+        )
+
+
+def retrieve(
+    conn: Conn,
+    vault: Vault,
+    prompt: str | Prompt,
+    embedder: Embedder | None,
+    *,
+    k: int,
+    path_prefix: str | None = None,
+    tag: str | None = None,
+    mode: Mode = Mode.HYBRID,
+    min_score: float,
+    gate_level: float,
+) -> Retrieval:
+    """The notes a reader may hand out for `prompt`: the gate's kept hits (`judge`), less those
+    whose note HEAD no longer holds as indexed.
+
+    A HEAD that moved without a hook (a reset, a checkout, an update-ref) leaves the index
+    behind: its stale hits are left out and the catch-up a git hook would run is started in the
+    background (`index.freshness.fresh_hits`). That check runs for every prompt, content-free
+    ones (no hits) included, so a reader also notices a moved HEAD when it found nothing.
+    """
+    verdicts = judge(
+        conn,
+        vault.id,
+        prompt,
+        embedder,
+        k=k,
+        path_prefix=path_prefix,
+        tag=tag,
+        mode=mode,
+        min_score=min_score,
+        gate_level=gate_level,
+    )
+    kept = [v.hit for v in verdicts if v.kept]
+    # A reset or checkout that ran no hook: never hand out a note HEAD no longer holds.
+    watermark = store.state(conn, vault.id).watermark
+    conn.commit()
+    fresh = fresh_hits(conn, vault.id, vault.root, watermark, kept)
+    return Retrieval(tuple(fresh), tuple(verdicts))

@@ -321,52 +321,10 @@ def ingest(
 
 
 def _hook_ingest(vault: str | None, config_file: Path | None) -> None:
-    """Run from a git hook: log one line, never fail (the commit already happened).
+    """Run from a git hook: log one line, never fail (the commit already happened)."""
+    from ..index.hook_run import run_from_git_hook
 
-    Only a registered vault is indexed, into the index recorded when it was registered (the
-    hook names the user's config file, so a GUI client or `env -i` finds it); a hook never
-    starts a bundled server of its own choosing."""
-    from .. import vaults
-    from ..index import ingest as ingest_mod
-    from ..index.gitdiff import repo_root
-
-    files = None
-    try:
-        # The hook's own repository, never VAULTMEM_VAULT: that names the vault the agent
-        # wrapper reads, and every repository with hooks must index itself.
-        root = repo_root(Path(vault) if vault else Path.cwd())
-        files = ingest_mod.state_files(root)
-        environ = dict(os.environ)
-        if config_file is not None:
-            environ[vaults.CONFIG_ENV] = str(config_file)
-        user = vaults.load(environ)
-        if user.by_path(root) is None:
-            ingest_mod.log_line(
-                files,
-                f"error: {root} is not a registered vault ({user.path}), so the commit was not "
-                "indexed: run `vaultmem init` in it",
-            )
-            sys.exit(0)
-        settings = load_settings(root, environ, user=user)
-        # Start a bundled server that is merely down (e.g. after a reboot), but never one the
-        # user stopped with `vaultmem db stop`: that is logged instead, and caught up later.
-        result = ingest_mod.catch_up(settings, root, background=True)
-        if result is not None:
-            ingest_mod.log_line(
-                files, f"ok {result.mode} {result.to_commit or ''} {result.summary()}"
-            )
-    except VaultmemError as exc:
-        if files is not None:
-            ingest_mod.log_line(files, f"error: {exc}")
-        else:
-            _error(f"vaultmem: {exc}")
-    except Exception as exc:  # a hook must never surface a traceback to git
-        if files is not None:
-            ingest_mod.log_line(
-                files,
-                f"error: unexpected {type(exc).__name__}: {exc}; "
-                "run `vaultmem ingest` to see details",
-            )
+    run_from_git_hook(vault, config_file)
     sys.exit(0)
 
 
@@ -891,21 +849,10 @@ def audit_revoke(path: str, vault: str | None) -> None:
 
 
 def _register(root: Path, name: str | None = None) -> tuple[Any, Settings]:
-    """Record `root` in the user's registry with the index this environment names (kept as it
-    is when the vault is registered already) and return the entry and its settings."""
-    from .. import vaults
+    """Record `root` in the user's registry (see `registration.register`)."""
+    from ..index.registration import register
 
-    settings = load_settings(root)
-    entry = vaults.load().by_path(root)
-    if entry is None or not (entry.home or entry.database_url) or name is not None:
-        entry = vaults.register(
-            root,
-            name=name,
-            home=None if settings.database_url else settings.home,
-            database_url=settings.database_url,
-        )
-        settings = load_settings(root)
-    return entry, settings
+    return register(root, name)
 
 
 @cli.command()

@@ -28,7 +28,7 @@ from ..config import Settings, load_settings
 from ..embed import Embedder
 from ..errors import AuditPathError, ConfirmationRequired, GitError, VaultmemError
 from ..store import db
-from . import gitdiff, ingest
+from . import gitdiff, ingest, statedir
 from .findings import Finding
 from .sensitive import HIGH_CONFIDENCE_RULES
 from .triage import Quarantine, Rules, triage
@@ -301,10 +301,10 @@ def _decide_many(
     file whose findings include a credential beyond doubt needs `yes` (ConfirmationRequired)."""
     root = Path(root) if root is not None else vault.root
     settings = settings or load_settings(root)
-    files = ingest.state_files(root)
+    files = statedir.state_files(root)
     result = ingest.IngestResult(mode=ingest.RunMode.REVIEW)
     decisions: list[Decision] = []
-    with ingest.writer(files, wait=True) as w:
+    with statedir.writer(files, wait=True) as w:
         assert w is not None  # a waiting writer always gets the lock
         conn.commit()  # the passes below manage their own transactions
         ing = ingest.Ingester(settings, conn, vault, embedder=embedder)

@@ -173,19 +173,13 @@ def start_catch_up(root: Path, config: Path | None = None) -> bool:
     """Start the catch-up a git hook would (detached, low priority, logged under .git);
     True if it was started. Never raises: a reader must not fail for it."""
     try:
-        import fcntl
-
-        from .ingest import state_files
+        from .statedir import lock_is_held, state_files
 
         files = state_files(root)
         files.pending.touch()
         # A running ingester sees the pending mark and loops: do not start a second Python.
-        with open(files.lock, "a") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return False
-            fcntl.flock(fh, fcntl.LOCK_UN)
+        if lock_is_held(files.lock):
+            return False
         cmd = [sys.executable, "-m", "vaultmem", "ingest", "--from-hook"]
         if config is not None:
             cmd += ["--config", os.fspath(config)]

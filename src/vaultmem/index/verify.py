@@ -18,9 +18,10 @@ from ..config import Settings
 from ..embed import get_embedder
 from ..store import db
 from . import gitdiff
-from .ingest import open_index, read_progress
+from .ingest import open_index
 from .markdown import chunker_signature
 from .paths import display_path, storable
+from .statedir import read_progress
 from .triage import MAX_PATH_BYTES, Ignore, Index, Quarantine, Rules, Skip, triage, triage_path
 
 

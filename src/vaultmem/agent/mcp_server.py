@@ -198,10 +198,12 @@ class VaultTools:
         return out
 
     def get(self, note: str, from_line: int = 1, max_lines: int = 0) -> str:
-        from .. import store
+        from functools import cache
+
         from ..index import gitdiff
+        from ..index.decision import decide
         from ..index.markdown import NoteSkipped, decode_note, strip_private_spans
-        from ..index.triage import Ignore, Index, Quarantine, Rules, Skip, triage, triage_path
+        from ..index.triage import Ignore, Index, Quarantine, Rules, Skip
 
         target = self.target()
         root = target.entry.path
@@ -217,14 +219,14 @@ class VaultTools:
                 mode, blob = entry
                 self._refuse_if_held(conn, vault, path, blob)
                 rules = Rules.from_settings(target.settings)
-                outcome = triage_path(path, mode, rules)
-                data = None
-                if outcome is None:
+
+                @cache  # read once: the decision and the text served are of the same bytes
+                def content() -> bytes:
                     with gitdiff.BlobReader(root) as reader:
-                        data = reader.read(blob)
-                    outcome = triage(path, mode, data, rules)
-                if isinstance(outcome, Quarantine) and store.is_allowed(conn, vault.id, path, blob):
-                    outcome = outcome.allow()
+                        return reader.read(blob)
+
+                file = gitdiff.TreeEntry(path, mode, blob)
+                outcome = decide(conn, vault.id, file, rules, content)
                 conn.commit()
         if isinstance(outcome, Ignore):
             raise Refused(f"{path} is not served: {outcome.reason} ({outcome.code})")
@@ -232,9 +234,9 @@ class VaultTools:
             raise Refused(f"{path} is not served: skipped, {outcome.reason} ({outcome.code})")
         if isinstance(outcome, Quarantine):
             raise Refused(_quarantine_reason(path, [f.rule_id for f in outcome.findings]))
-        assert isinstance(outcome, Index) and data is not None
+        assert isinstance(outcome, Index)
         try:
-            text = strip_private_spans(decode_note(data, rules.max_file_bytes))
+            text = strip_private_spans(decode_note(content(), rules.max_file_bytes))
         except NoteSkipped as exc:  # triage decoded the same bytes; kept for the type checker
             raise Refused(f"{path} is not served: {exc.reason}") from None
         out = _render_note(path, head, text, from_line, max_lines)

@@ -5,7 +5,7 @@ once, under the vault's writer lock, by re-deciding that one path with the inges
 ingester skips paths whose blob did not change, so a decision left for "the next ingest" would
 never be seen; re-deciding in place keeps the move between the audit table and search atomic
 (one transaction), and the decision itself is `triage`'s, as for every other file
-(`Ingester.apply_entry` applies `audit_allow`). Decisions live in `audit_allow`, which `rebuild`
+(`decision.decide` applies `audit_allow`). Decisions live in `audit_allow`, which `rebuild`
 never clears; any edit changes the blob, so the edited file is scanned (and quarantined) again.
 
 Nothing here ever prints or stores a matched value: `show` re-scans the blob and keeps only the

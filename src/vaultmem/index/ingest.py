@@ -33,9 +33,10 @@ from ..embed import Embedder, get_embedder
 from ..errors import BlobMissing, VaultmemError
 from ..store import db
 from . import gitdiff, markdown
+from .decision import decide
 from .paths import display_path, storable
 from .statedir import ProgressFile, Writer, state_files, writer
-from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage, triage_path
+from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage_path
 
 BATCH_FILES = 50  # files per transaction: small enough that a crash loses little work
 # Embedding batches: the first is small (the rate is unknown), later ones take about this long,
@@ -133,13 +134,14 @@ class Ingester:
         *,
         force: bool = False,
     ) -> None:
-        """Bring one path of `commit`'s tree into the index, as `triage` decides.
+        """Bring one path of `commit`'s tree into the index, as `decide` (triage, then the
+        user's reviews) decides.
 
         A path whose blob the index already holds is left alone unless `force`; its bytes are
         read only when the decision depends on them."""
         path, vid = entry.path, self.vault.id
-        outcome = triage_path(path, entry.mode, self.rules)
-        if isinstance(outcome, Ignore):
+        # The path alone first: an ignored file leaves the index without a look at its blob.
+        if isinstance(triage_path(path, entry.mode, self.rules), Ignore):
             if known is not None:
                 store.delete_path(self.conn, vid, path)
                 result.deleted += 1
@@ -154,14 +156,14 @@ class Ingester:
         ):
             result.unchanged += 1
             return
-        if outcome is None:
+
+        def content() -> bytes | None:
             try:
-                data: bytes | None = reader.read(entry.blob)
+                return reader.read(entry.blob)
             except BlobMissing:
-                data = None  # skipped as unreadable; the next run tries again
-            outcome = triage(path, entry.mode, data, self.rules)
-        if isinstance(outcome, Quarantine) and store.is_allowed(self.conn, vid, path, entry.blob):
-            outcome = outcome.allow()
+                return None  # skipped as unreadable; the next run tries again
+
+        outcome = decide(self.conn, vid, entry, self.rules, content)
         if isinstance(outcome, Quarantine):
             store.quarantine(self.conn, vid, path, entry.blob, outcome.findings)
             result.quarantined += 1

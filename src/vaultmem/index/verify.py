@@ -1,15 +1,17 @@
 """Compare the index with the notes committed at HEAD and report every difference.
 
-Uses the ingester's per-file decision (`triage`), so "what should be indexed" has one
-definition. Checks by blob SHA (cheap, exact): a path missing from the index, a path the index
-holds that HEAD does not (a ghost), and a path indexed at another version are drift; chunks whose
-text no longer matches a fresh parse of the blob are drift too when `deep` is asked for.
+Uses the ingester's per-file decision (`triage_path`, and `decide` for a deep check), so "what
+should be indexed" has one definition. Checks by blob SHA (cheap, exact): a path missing from the
+index, a path the index holds that HEAD does not (a ghost), and a path indexed at another version
+are drift; chunks whose text no longer matches a fresh parse of the blob are drift too when
+`deep` is asked for.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +20,12 @@ from ..config import Settings
 from ..embed import get_embedder
 from ..store import db
 from . import gitdiff
+from .decision import decide
 from .ingest import open_index
 from .markdown import chunker_signature
 from .paths import display_path, storable
 from .statedir import read_progress
-from .triage import MAX_PATH_BYTES, Ignore, Index, Quarantine, Rules, Skip, triage, triage_path
+from .triage import MAX_PATH_BYTES, Ignore, Index, Quarantine, Rules, Skip, triage_path
 
 
 @dataclass
@@ -180,8 +183,8 @@ def _deep_check(
     known: dict[str, store.Known],
     rules: Rules,
 ) -> list[str]:
-    """Indexed notes whose chunks differ from what `triage` makes of HEAD's blob now (or that
-    `triage` would no longer index, and no review allowed)."""
+    """Indexed notes whose chunks differ from what `decide` makes of HEAD's blob now (or that
+    it would no longer index: `triage` says so and no review allowed this version)."""
     rows = conn.execute(
         "SELECT path, array_agg(content_hash ORDER BY chunk_index) AS hashes"
         " FROM memory_primary WHERE vault_id = %s GROUP BY path",
@@ -194,9 +197,8 @@ def _deep_check(
             if have.kind != "note" or path not in tree:
                 continue
             mode, blob = tree[path]
-            outcome = triage(path, mode, reader.read(blob), rules)
-            if isinstance(outcome, Quarantine) and store.is_allowed(conn, vault.id, path, blob):
-                outcome = outcome.allow()
+            entry = gitdiff.TreeEntry(path, mode, blob)
+            outcome = decide(conn, vault.id, entry, rules, partial(reader.read, blob))
             if not isinstance(outcome, Index) or [
                 c.content_hash for c in outcome.note.chunks
             ] != stored.get(path, []):

@@ -1004,7 +1004,7 @@ def vaults_remove(name: str, purge: bool) -> None:
     _echo(f"unregistered {removed.name} ({removed.path})")
     if purge and settings is not None:
         with db.connect(settings, start=_writer_start(settings)) as conn:
-            conn.execute("DELETE FROM vaults WHERE root = %s", (str(removed.path.resolve()),))
+            db.delete_vault(conn, removed.path)
             conn.commit()
         _echo("its index was deleted from the database")
     else:

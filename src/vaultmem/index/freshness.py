@@ -156,15 +156,13 @@ H = TypeVar("H", bound=_HasPath)
 
 def drop_stale(conn: Conn, vault_id: int, root: Path, head: str, hits: Sequence[H]) -> list[H]:
     """The hits whose note is still at HEAD with the blob the index holds."""
+    from .. import store
+
     paths = [h.path for h in hits]
     if not paths:
         return []
-    rows = conn.execute(
-        "SELECT path, blob_sha FROM memory_notes WHERE vault_id = %s AND path = ANY(%s)",
-        (vault_id, paths),
-    ).fetchall()
+    indexed = store.indexed_blobs(conn, vault_id, paths)
     conn.commit()
-    indexed = {r["path"]: r["blob_sha"] for r in rows}
     current = blobs_at(root, head, paths)
     return [h for h in hits if current.get(h.path) == indexed.get(h.path)]
 

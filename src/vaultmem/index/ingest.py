@@ -176,7 +176,7 @@ class Ingester:
             inserted, n = store.upsert_note(self.conn, vid, outcome.note, entry.blob, commit)
             result.chunks_written += n
             result.reused += store.fill_from_cache(self.conn, vid, self.embedder.model_id, [path])
-            if known is None or known.kind != "note" or inserted:
+            if known is None or known.kind is not store.IndexedAs.NOTE or inserted:
                 result.added += 1
             else:
                 result.updated += 1

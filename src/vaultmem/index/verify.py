@@ -18,7 +18,7 @@ from typing import Any
 from .. import store, vaults
 from ..config import Settings
 from ..embed import get_embedder
-from ..store import db
+from ..store import IndexedAs, db
 from . import gitdiff
 from .decision import decide
 from .ingest import open_index
@@ -112,16 +112,6 @@ def unrecordable_skips(
     return out
 
 
-def note_warnings(conn: db.Conn, vault_id: int) -> list[dict[str, Any]]:
-    """Notes indexed with a caveat (e.g. malformed front matter indexed as plain text)."""
-    rows: list[Any] = conn.execute(
-        "SELECT path, warnings FROM memory_notes WHERE vault_id = %s"
-        " AND cardinality(warnings) > 0 ORDER BY path",
-        (vault_id,),
-    ).fetchall()
-    return [{"path": r["path"], "warnings": list(r["warnings"])} for r in rows]
-
-
 def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyReport:
     conn, vault = open_index(settings, root, start_db=False)  # a reader never starts it
     try:
@@ -135,12 +125,12 @@ def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyRepor
             head=head,
             watermark=st.watermark,
             commits_behind=commits_behind(root, st.watermark, head),
-            notes=sum(1 for k in known.values() if k.kind == "note"),
-            quarantined=sum(1 for k in known.values() if k.kind == "quarantined"),
+            notes=sum(1 for k in known.values() if k.kind is IndexedAs.NOTE),
+            quarantined=sum(1 for k in known.values() if k.kind is IndexedAs.QUARANTINED),
             skipped=store.skipped(conn, vault.id),
             backlog=store.backlog_size(conn, vault.id, model_id),
             model_id=model_id,
-            warnings=note_warnings(conn, vault.id),
+            warnings=store.note_warnings(conn, vault.id),
             last_run=st.last_run,
             chunker=st.chunker,
             chunker_current=signature,
@@ -163,9 +153,9 @@ def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyRepor
                 report.missing.append(path)
             elif have.blob_sha != blob:
                 report.outdated.append(path)
-            elif isinstance(outcome, Skip) and have.kind != "skipped":
+            elif isinstance(outcome, Skip) and have.kind is not IndexedAs.SKIPPED:
                 report.wrong_kind.append(path)
-            elif isinstance(outcome, Quarantine) and have.kind == "note":
+            elif isinstance(outcome, Quarantine) and have.kind is IndexedAs.NOTE:
                 report.wrong_kind.append(path)
         report.ghosts.extend(p for p in known if p not in tree)
         if deep and head:
@@ -185,16 +175,11 @@ def _deep_check(
 ) -> list[str]:
     """Indexed notes whose chunks differ from what `decide` makes of HEAD's blob now (or that
     it would no longer index: `triage` says so and no review allowed this version)."""
-    rows = conn.execute(
-        "SELECT path, array_agg(content_hash ORDER BY chunk_index) AS hashes"
-        " FROM memory_primary WHERE vault_id = %s GROUP BY path",
-        (vault.id,),
-    ).fetchall()
-    stored = {r["path"]: list(r["hashes"]) for r in rows}
+    stored = store.chunk_hashes(conn, vault.id)
     bad: list[str] = []
     with gitdiff.BlobReader(vault.root) as reader:
         for path, have in known.items():
-            if have.kind != "note" or path not in tree:
+            if have.kind is not IndexedAs.NOTE or path not in tree:
                 continue
             mode, blob = tree[path]
             entry = gitdiff.TreeEntry(path, mode, blob)
@@ -262,7 +247,7 @@ def vault_status(conn: db.Conn, stats: dict[str, Any]) -> VaultStatus:
     out = VaultStatus(
         **stats,
         skipped_files=store.skipped(conn, stats["id"]),
-        warnings=note_warnings(conn, stats["id"]),
+        warnings=store.note_warnings(conn, stats["id"]),
     )
     conn.commit()
     try:

@@ -2,7 +2,8 @@
 
 Every function takes an open connection and leaves transaction control to the caller, so the
 ingester can make one file's change (remove from search + record in the audit table, or replace
-a note's chunks) atomic. SQL lives here and nowhere else in the write path.
+a note's chunks) atomic. SQL lives in the store room and nowhere else (search's candidate
+statements aside): the review tables are in `audit`, readers' look-ups in `notes`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -21,7 +23,13 @@ from .db import Conn
 if TYPE_CHECKING:
     from ..index.markdown import Note
 
-IndexedAs = Literal["note", "quarantined", "skipped"]
+
+class IndexedAs(StrEnum):
+    """Which table holds a path: indexed as a note, quarantined, or skipped."""
+
+    NOTE = "note"  # memory_notes (and its chunks in memory_primary)
+    QUARANTINED = "quarantined"  # memory_secure_audit
+    SKIPPED = "skipped"  # memory_skipped
 
 
 class Known(NamedTuple):
@@ -135,7 +143,7 @@ def known_paths(conn: Conn, vault_id: int, only: Iterable[str] | None = None) ->
         """,
         params,
     ).fetchall()
-    return {r["path"]: Known(r["kind"], r["blob_sha"], r["code"]) for r in rows}
+    return {r["path"]: Known(IndexedAs(r["kind"]), r["blob_sha"], r["code"]) for r in rows}
 
 
 def skipped_paths(conn: Conn, vault_id: int, code: str) -> list[str]:
@@ -188,14 +196,6 @@ def carry_rename(conn: Conn, vault_id: int, old: str, new: str) -> None:
         "UPDATE memory_secure_audit SET path = %s WHERE vault_id = %s AND path = %s",
         (new, vault_id, old),
     )
-
-
-def is_allowed(conn: Conn, vault_id: int, path: str, blob: str) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM audit_allow WHERE vault_id = %s AND path = %s AND blob_sha = %s",
-        (vault_id, path, blob),
-    ).fetchone()
-    return row is not None
 
 
 def prune_embedding_cache(conn: Conn, hashes: Sequence[str] | None = None) -> int:

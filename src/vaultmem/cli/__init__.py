@@ -55,7 +55,8 @@ class VaultmemGroup(click.Group):
         try:
             return super().invoke(ctx)
         except VaultmemError as exc:
-            _error(f"Error: {exc}")
+            if not exc.reported:
+                _error(f"Error: {exc}")
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             _error("Interrupted: run the same command again to finish; no work is lost.")
@@ -380,6 +381,7 @@ def verify(vault: str | None, deep: bool, as_json: bool) -> None:
     Reports notes missing from the index, ghosts (indexed but gone from HEAD), notes indexed at
     an older version, every skipped file with its reason, and the embedding backlog.
     """
+    from ..errors import DriftDetected
     from ..index.verify import verify as run_verify
 
     root = _vault_root(vault)
@@ -415,7 +417,7 @@ def verify(vault: str | None, deep: bool, as_json: bool) -> None:
             else "no drift"
         )
     if report.drift:
-        sys.exit(8)
+        raise DriftDetected("the index differs from the notes committed at HEAD")
 
 
 def _claude_options(f: Any) -> Any:

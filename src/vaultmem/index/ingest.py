@@ -322,7 +322,10 @@ class Ingester:
         while True:
             if should_pause() or (limit is not None and done >= limit):
                 break
-            items = store.backlog_batch(self.conn, vid, model, batch)
+            items = [
+                (c.content_hash, markdown.embedding_input(c.heading, c.content))
+                for c in store.backlog_batch(self.conn, vid, model, batch)
+            ]
             self.conn.commit()
             if not items:
                 break

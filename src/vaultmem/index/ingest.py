@@ -1,7 +1,8 @@
 """Keep the index equal to the notes committed at HEAD: catch-up, rebuild, verify, backlog.
 
-Orchestration only: git facts come from `gitdiff`, per-file decisions from `triage`, SQL from
-`store`. The design in one paragraph: each run diffs the vault's watermark
+Orchestration only: git facts come from `gitdiff`, per-file decisions from `decision.decide`
+(triage plus the user's reviews), SQL from `store`, the lock and state files from `statedir`.
+The design in one paragraph: each run diffs the vault's watermark
 (the last fully applied commit) against HEAD with `git diff-tree`, applies the events in batched
 transactions reading contents from the commit's blobs (never the work tree), and moves the
 watermark only after all of them are committed. If the watermark is gone or no longer an ancestor
@@ -10,6 +11,12 @@ are cached by content hash, so neither path re-embeds unchanged text. Text becom
 (full-text) as soon as it is written; vectors are filled afterwards from a persistent backlog
 (chunks whose vector is missing or from another model). One writer per vault, enforced by a
 file lock; triggers that find it held leave a "pending" mark that the holder loops on.
+
+One module on purpose (about 670 lines): the `Ingester`'s passes and the entry points that run
+them (`catch_up`, `rebuild`, `apply_changes_file`...) share one discipline, taking the lock,
+looping on the pending mark, merging pass results and recording the run, that reads best in
+one place; the parts that stand alone (the state folder, the per-file decision, the git hook's
+runtime) live in their own modules.
 """
 
 from __future__ import annotations

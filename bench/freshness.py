@@ -70,7 +70,7 @@ def wal_size(home: Path) -> str:
 
 def eta_error(settings, repo: Path) -> None:  # type: ignore[no-untyped-def]
     """Drain the backlog in a thread while sampling its live progress (what `status` shows)."""
-    from vaultmem.index import ingest
+    from vaultmem.index import ingest, statedir
 
     samples: list[tuple[float, int, int, float | None]] = []
     done = threading.Event()
@@ -83,7 +83,7 @@ def eta_error(settings, repo: Path) -> None:  # type: ignore[no-untyped-def]
     start = time.monotonic()
     worker.start()
     while not done.is_set():
-        p = ingest.read_progress(repo)
+        p = statedir.read_progress(repo)
         if p is not None and p.get("total"):
             samples.append((time.monotonic(), int(p["done"]), int(p["total"]), p.get("rate")))
         time.sleep(0.5)

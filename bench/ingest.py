@@ -55,7 +55,7 @@ def main() -> None:
     from vaultmem import store
     from vaultmem.config import load_settings
     from vaultmem.embed import get_embedder
-    from vaultmem.index import git_hooks, ingest
+    from vaultmem.index import git_hooks, ingest, statedir
     from vaultmem.store import db, server
 
     repo = work / "tldr"
@@ -125,7 +125,7 @@ def main() -> None:
     git_hooks.install(repo)
     hook = git_hooks.hooks_dir(repo) / "post-commit"
     times = []
-    files = ingest.state_files(repo)
+    files = statedir.state_files(repo)
     for i in range(args.hook_runs):
         with open(repo / target.replace(".md", "-renamed.md"), "a", encoding="utf-8") as f:
             f.write(f"\n- edit {i}\n")
@@ -136,7 +136,7 @@ def main() -> None:
         # Measure return time, not a pile-up: let this commit's background catch-up finish
         # (as it would between a person's commits) before the next one.
         time.sleep(0.3)
-        with ingest.writer(files, wait=True):
+        with statedir.writer(files, wait=True):
             pass
 
     overhead = (total - t_alone) / t_alone * 100 if t_alone > 0 else float("nan")

@@ -21,7 +21,7 @@ from sensitive_corpus import Sample
 
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
-from vaultmem.index import audit, ingest
+from vaultmem.index import audit, ingest, statedir
 from vaultmem.store import db
 
 TABLES = (
@@ -135,8 +135,8 @@ def evaluate(root: Path, samples: list[Sample], *, prompts: int | None = None) -
     result = runner.invoke(cli, ["audit", "list", "--vault", str(root)])
     outputs["audit list"] = result.output
     outputs["hook log"] = (
-        ingest.state_files(root).log.read_text(encoding="utf-8")
-        if ingest.state_files(root).log.exists()
+        statedir.state_files(root).log.read_text(encoding="utf-8")
+        if statedir.state_files(root).log.exists()
         else ""
     )
     visible = {**dumps, **{f"output {k}": v for k, v in outputs.items()}}

@@ -21,7 +21,7 @@ from vaultmem.cli import cli
 from vaultmem.config import load_settings
 from vaultmem.embed import BaseEmbedder, get_embedder
 from vaultmem.errors import AuditPathError
-from vaultmem.index import audit, ingest
+from vaultmem.index import audit, ingest, statedir
 from vaultmem.index.verify import verify
 from vaultmem.store import db
 
@@ -431,7 +431,7 @@ def test_secret_corpus_through_the_pipeline(conn, vault, caplog, capsys) -> None
         code, out = run(*args)
         assert code == 0, (args, out)
         outputs.append(out)
-    log = ingest.state_files(root).log.read_text(encoding="utf-8")
+    log = statedir.state_files(root).log.read_text(encoding="utf-8")
     assert "ok " in log  # the hook wrote its line
     visible = {
         "texts sent to the embedder": "\n".join(recorder.texts),

@@ -253,13 +253,13 @@ def test_a_closed_pipe_ends_quietly_with_the_commands_own_status(conn, vault, tm
 
 
 def test_status_shows_a_running_drainers_rate_progress_and_time_left(conn, vault) -> None:
-    from vaultmem.index import ingest
+    from vaultmem.index import statedir
 
     vault.write("a.md", "# A\n\nalpha\n")
     vault.commit()
     vault.register()
     index(vault.root, embed=False)
-    tracker = ingest.ProgressFile(ingest.state_files(vault.root))
+    tracker = statedir.ProgressFile(statedir.state_files(vault.root))
     tracker.update(done=100, total=400, rate=2.5, final=False)
     r = CliRunner().invoke(cli, ["status"])
     assert r.exit_code == 0, r.output

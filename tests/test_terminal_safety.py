@@ -13,7 +13,7 @@ from secret_corpus import fake_aws
 
 from vaultmem.cli import cli
 from vaultmem.dburl import redact_url
-from vaultmem.index import ingest
+from vaultmem.index import statedir
 from vaultmem.terminal import clean, json_safe
 
 NASTY = (
@@ -74,9 +74,9 @@ def test_no_url_shape_prints_its_password_in_errors_or_the_log(vault, monkeypatc
         monkeypatch.setenv("VAULTMEM_DATABASE_URL", url)
         result = CliRunner().invoke(cli, ["status"])
         assert result.exit_code != 0 and SECRET not in result.output, (url, result.output)
-    files = ingest.state_files(vault.root)
+    files = statedir.state_files(vault.root)
     for url in URLS:
-        ingest.log_line(files, f"error: cannot reach the database at {url}")
+        statedir.log_line(files, f"error: cannot reach the database at {url}")
     log = files.log.read_text(encoding="utf-8")
     assert SECRET not in log and log.count("\n") == len(URLS)
     assert stat.S_IMODE(os.stat(files.log).st_mode) == 0o600

@@ -256,3 +256,51 @@ def test_malformed_front_matter_with_a_privacy_marker_is_quarantined() -> None:
         assert [f.rule_id for f in outcome.findings] == ["malformed-front-matter-private"]
     fine = "---\ntitle: a: b: c\nprivate: false\n---\n\nBody.\n"
     assert not isinstance(triage("n.md", "100644", fine.encode(), Rules()), Quarantine)
+
+
+def test_decide_applies_a_review_to_the_reviewed_version_only(conn, vault: Vault) -> None:
+    from vaultmem.index.decision import decide
+    from vaultmem.index.gitdiff import TreeEntry
+
+    vid = db.register_vault(conn, vault.root).id
+    secret = NOTE + f"\naws_access_key_id = {AWS_ID}\n".encode()
+    reviewed, edited = "a" * 40, "b" * 40
+    reads: list[str] = []
+
+    def read() -> bytes:
+        reads.append("deploy.md")
+        return secret
+
+    # No review: quarantined, as triage says.
+    outcome = decide(conn, vid, TreeEntry("deploy.md", "100644", reviewed), RULES, read)
+    assert isinstance(outcome, Quarantine)
+    assert "aws-access-key" in {f.rule_id for f in outcome.findings}
+    # A review of that very blob: indexed, with the findings it allowed.
+    with conn.transaction():
+        store.record_allow(conn, vid, "deploy.md", reviewed)
+    allowed = decide(conn, vid, TreeEntry("deploy.md", "100644", reviewed), RULES, read)
+    assert isinstance(allowed, Index) and allowed.allowed == outcome.findings
+    assert allowed.note.path == "deploy.md"
+    # Any other version of the same path is quarantined again.
+    again = decide(conn, vid, TreeEntry("deploy.md", "100644", edited), RULES, read)
+    assert isinstance(again, Quarantine)
+    assert reads == ["deploy.md"] * 3
+
+    # A secret file that is no note: the path decides, its bytes are never read, and a review
+    # makes it a skip (it is still not a note), never an indexed note.
+    def unread() -> bytes:
+        raise AssertionError("the path alone decides: no read")
+
+    env = TreeEntry(".env", "100644", reviewed)
+    assert isinstance(decide(conn, vid, env, RULES, unread), Quarantine)
+    with conn.transaction():
+        store.record_allow(conn, vid, ".env", reviewed)
+    assert decide(conn, vid, env, RULES, unread) == Skip(
+        SkipCode.ALLOWED_NOT_A_NOTE, "allowed by review, but not a note (no extension)"
+    )
+    # Withdrawn: quarantined again.
+    with conn.transaction():
+        assert store.drop_allow(conn, vid, "deploy.md") == reviewed
+    assert isinstance(
+        decide(conn, vid, TreeEntry("deploy.md", "100644", reviewed), RULES, read), Quarantine
+    )

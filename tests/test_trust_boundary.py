@@ -246,6 +246,16 @@ def test_vaults_add_list_default_remove(notes, tmp_path):
     assert result.exit_code == 2 and "no vault named 'nope'" in result.output
 
 
+def test_vaults_remove_purge_deletes_the_vaults_index(notes, conn):
+    assert db.find_vault(conn, notes.root) is not None
+    assert conn.execute("SELECT count(*) AS n FROM memory_notes").fetchone()["n"] == 1
+    conn.commit()
+    result = CliRunner().invoke(cli, ["vaults", "remove", "notes", "--purge"])
+    assert result.exit_code == 0 and "its index was deleted from the database" in result.output
+    assert db.find_vault(conn, notes.root) is None
+    assert conn.execute("SELECT count(*) AS n FROM memory_notes").fetchone()["n"] == 0
+
+
 def test_hand_edits_to_the_registry_survive_a_registration(notes, tmp_path):
     path = vaults.config_path()
     path.write_text(

@@ -11,6 +11,9 @@ class VaultmemError(Exception):
     """Base class for errors vaultmem reports to the user."""
 
     exit_code = 1
+    # True when the command has already printed everything the user needs (verify's report of
+    # the drift): the CLI then adds no error line and only exits with `exit_code`.
+    reported = False
 
 
 class ConfigError(VaultmemError):
@@ -54,9 +57,10 @@ class BlobMissing(GitError):
 
 
 class DriftDetected(VaultmemError):
-    """`verify` found the index differs from the committed notes."""
+    """`verify` found the index differs from the committed notes (its report says where)."""
 
     exit_code = 8
+    reported = True
 
 
 class AuditPathError(VaultmemError):

@@ -81,20 +81,14 @@ def vault_preferences(conn: Conn, vault: db.Vault) -> Preferences | None:
     """The vault's MEMORY.md exactly as the index holds it: committed (never the work tree),
     decided by the same triage as every note (a quarantined or skipped one is not used) and with
     its `<private>` spans already removed. None when the vault has no MEMORY.md."""
+    from .. import store
+
     source = f"{VAULT_MEMORY_PATH} in vault {vault.name}"
-    rows = conn.execute(
-        "SELECT content FROM memory_primary WHERE vault_id = %s AND path = %s ORDER BY chunk_index",
-        (vault.id, VAULT_MEMORY_PATH),
-    ).fetchall()
-    if rows:
+    chunks = store.chunk_texts(conn, vault.id, VAULT_MEMORY_PATH)
+    if chunks:
         conn.commit()
-        return Preferences("\n\n".join(r["content"] for r in rows), source, VAULT_MEMORY_PATH)
-    held = conn.execute(
-        "SELECT 'quarantined' AS kind FROM memory_secure_audit WHERE vault_id = %(v)s"
-        " AND path = %(p)s UNION ALL SELECT 'skipped' FROM memory_skipped"
-        " WHERE vault_id = %(v)s AND path = %(p)s",
-        {"v": vault.id, "p": VAULT_MEMORY_PATH},
-    ).fetchone()
+        return Preferences("\n\n".join(chunks), source, VAULT_MEMORY_PATH)
+    held = store.held_kind(conn, vault.id, VAULT_MEMORY_PATH)
     conn.commit()
     if held is None:
         return None
@@ -102,7 +96,7 @@ def vault_preferences(conn: Conn, vault: db.Vault) -> Preferences | None:
         "",
         source,
         VAULT_MEMORY_PATH,
-        notice=f"{source} is {held['kind']}, so it is not used (`vaultmem audit list`)",
+        notice=f"{source} is {held}, so it is not used (`vaultmem audit list`)",
     )
 
 

@@ -192,10 +192,12 @@ class VaultTools:
         return out
 
     def get(self, note: str, from_line: int = 1, max_lines: int = 0) -> str:
-        from .. import store
+        from functools import cache
+
         from ..index import gitdiff
+        from ..index.decision import decide
         from ..index.markdown import NoteSkipped, decode_note, strip_private_spans
-        from ..index.triage import Ignore, Index, Quarantine, Rules, Skip, triage, triage_path
+        from ..index.triage import Ignore, Index, Quarantine, Rules, Skip
 
         target = self.target()
         root = target.entry.path
@@ -211,14 +213,14 @@ class VaultTools:
                 mode, blob = entry
                 self._refuse_if_held(conn, vault, path, blob)
                 rules = Rules.from_settings(target.settings)
-                outcome = triage_path(path, mode, rules)
-                data = None
-                if outcome is None:
+
+                @cache  # read once: the decision and the text served are of the same bytes
+                def content() -> bytes:
                     with gitdiff.BlobReader(root) as reader:
-                        data = reader.read(blob)
-                    outcome = triage(path, mode, data, rules)
-                if isinstance(outcome, Quarantine) and store.is_allowed(conn, vault.id, path, blob):
-                    outcome = outcome.allow()
+                        return reader.read(blob)
+
+                file = gitdiff.TreeEntry(path, mode, blob)
+                outcome = decide(conn, vault.id, file, rules, content)
                 conn.commit()
         if isinstance(outcome, Ignore):
             raise Refused(f"{path} is not served: {outcome.reason} ({outcome.code})")
@@ -226,9 +228,9 @@ class VaultTools:
             raise Refused(f"{path} is not served: skipped, {outcome.reason} ({outcome.code})")
         if isinstance(outcome, Quarantine):
             raise Refused(_quarantine_reason(path, [f.rule_id for f in outcome.findings]))
-        assert isinstance(outcome, Index) and data is not None
+        assert isinstance(outcome, Index)
         try:
-            text = strip_private_spans(decode_note(data, rules.max_file_bytes))
+            text = strip_private_spans(decode_note(content(), rules.max_file_bytes))
         except NoteSkipped as exc:  # triage decoded the same bytes; kept for the type checker
             raise Refused(f"{path} is not served: {exc.reason}") from None
         out = _render_note(path, head, text, from_line, max_lines)
@@ -238,14 +240,13 @@ class VaultTools:
     def _resolve(self, conn: Conn, vault: Vault, wanted: str) -> str:
         """A path as given (normalised), or the path of a search id."""
         if _ID_RE.match(wanted):
-            rows = conn.execute(
-                "SELECT path FROM memory_notes WHERE vault_id = %s AND left(md5(path), 10) = %s",
-                (vault.id, wanted),
-            ).fetchall()
+            from .. import store
+
+            paths = store.note_paths_with_id(conn, vault.id, wanted)
             conn.commit()
-            if len(rows) == 1:
-                return str(rows[0]["path"])
-            if rows:
+            if len(paths) == 1:
+                return paths[0]
+            if paths:
                 raise Refused(f"id {wanted} names several notes: pass the path instead")
             raise Refused(f"no note has id {wanted}: search again, or pass the path")
         path = wanted.lstrip("/")
@@ -257,23 +258,18 @@ class VaultTools:
 
     def _refuse_if_held(self, conn: Conn, vault: Vault, path: str, blob: str) -> None:
         """The index's own decision for this very version, when it holds one."""
-        row = conn.execute(
-            "SELECT rule_ids, NULL AS reason, NULL AS code FROM memory_secure_audit"
-            " WHERE vault_id = %(v)s AND path = %(p)s AND blob_sha = %(b)s"
-            " AND NOT EXISTS (SELECT 1 FROM audit_allow a WHERE a.vault_id = %(v)s"
-            "   AND a.path = %(p)s AND a.blob_sha = %(b)s)"
-            " UNION ALL SELECT NULL, reason, code FROM memory_skipped"
-            " WHERE vault_id = %(v)s AND path = %(p)s AND blob_sha = %(b)s",
-            {"v": vault.id, "p": path, "b": blob},
-        ).fetchone()
+        from .. import store
+
+        held = store.held_version(conn, vault.id, path, blob)
         conn.commit()
-        if row is None:
+        if held is None:
             return
-        if row["rule_ids"] is not None:
-            raise Refused(_quarantine_reason(path, list(row["rule_ids"])))
-        raise Refused(f"{path} is not served: skipped, {row['reason']} ({row['code'] or 'skip'})")
+        if held.rule_ids is not None:
+            raise Refused(_quarantine_reason(path, held.rule_ids))
+        raise Refused(f"{path} is not served: skipped, {held.reason} ({held.code or 'skip'})")
 
     def recent(self, n: int = 10) -> str:
+        from .. import store
         from ..index import gitdiff
 
         target = self.target()
@@ -285,12 +281,8 @@ class VaultTools:
             with self.resources.connection(target.settings, start=False, timeout=3) as conn:
                 vault = self._index(conn, target)
                 named = sorted({p for c in commits for p in c.paths})
-                rows = conn.execute(
-                    "SELECT path, title FROM memory_notes WHERE vault_id = %s AND path = ANY(%s)",
-                    (vault.id, named),
-                ).fetchall()
+                titles = store.note_titles(conn, vault.id, named)
                 conn.commit()
-        titles = {r["path"]: r["title"] for r in rows}
         lines = [f"<recent_notes{_attrs(vault=target.entry.name)}>\n", DATA_LINE + "\n"]
         seen: set[str] = set()
         for c in commits:
@@ -323,11 +315,7 @@ class VaultTools:
             with self.resources.connection(target.settings, start=False, timeout=3) as conn:
                 vault = self._index(conn, target)
                 st = store.state(conn, vault.id)
-                counts = conn.execute(
-                    "SELECT (SELECT count(*) FROM memory_notes WHERE vault_id = %(v)s) AS notes,"
-                    " (SELECT count(*) FROM memory_secure_audit WHERE vault_id = %(v)s) AS held",
-                    {"v": vault.id},
-                ).fetchone()
+                counts = store.note_counts(conn, vault.id)
                 backlog = store.backlog_size(conn, vault.id, model_id)
                 conn.commit()
         head = gitdiff.head_commit(root)
@@ -341,8 +329,8 @@ class VaultTools:
             backlog=backlog,
             model=model_id,
             index_model=st.model_id if st.model_id and st.model_id != model_id else None,
-            notes=counts["notes"] if counts else 0,
-            quarantined=counts["held"] if counts else 0,
+            notes=counts.notes,
+            quarantined=counts.quarantined,
             last_run=run.get("finished_at"),
         )
         if behind == 0 and not backlog:

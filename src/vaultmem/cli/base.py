@@ -19,24 +19,6 @@ from ..errors import VaultmemError
 from ..terminal import clean, json_safe
 
 
-def register(root: Path, name: str | None = None) -> tuple[Any, Settings]:
-    """Record `root` in the user's registry with the index this environment names (kept as it
-    is when the vault is registered already) and return the entry and its settings."""
-    from .. import vaults
-
-    settings = load_settings(root)
-    entry = vaults.load().by_path(root)
-    if entry is None or not (entry.home or entry.database_url) or name is not None:
-        entry = vaults.register(
-            root,
-            name=name,
-            home=None if settings.database_url else settings.home,
-            database_url=settings.database_url,
-        )
-        settings = load_settings(root)
-    return entry, settings
-
-
 def echo(message: str = "", err: bool = False) -> None:
     """click.echo for people: what notes and file names hold never reaches the terminal as
     control characters or escape sequences."""
@@ -60,7 +42,8 @@ class VaultmemGroup(click.Group):
         try:
             return super().invoke(ctx)
         except VaultmemError as exc:
-            error(f"Error: {exc}")
+            if not exc.reported:
+                error(f"Error: {exc}")
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             error("Interrupted: run the same command again to finish; no work is lost.")

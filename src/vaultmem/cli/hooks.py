@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from .base import cli, echo, json_option, print_json, register, vault_option, vault_root
+from ..index.registration import register
+from .base import cli, echo, json_option, print_json, vault_option, vault_root
 
 
 def _claude_options(f: Any) -> Any:

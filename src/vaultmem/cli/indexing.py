@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,13 +9,12 @@ from typing import TYPE_CHECKING
 import click
 
 from ..config import load_settings
-from ..errors import VaultmemError
+from ..errors import DriftDetected
 from .base import (
     ProgressBar,
     cli,
     duration,
     echo,
-    error,
     json_option,
     print_json,
     print_result,
@@ -85,52 +83,10 @@ def ingest(
 
 
 def _hook_ingest(vault: str | None, config_file: Path | None) -> None:
-    """Run from a git hook: log one line, never fail (the commit already happened).
+    """Run from a git hook: log one line, never fail (the commit already happened)."""
+    from ..index.hook_run import run_from_git_hook
 
-    Only a registered vault is indexed, into the index recorded when it was registered (the
-    hook names the user's config file, so a GUI client or `env -i` finds it); a hook never
-    starts a bundled server of its own choosing."""
-    from .. import vaults
-    from ..index import ingest as ingest_mod
-    from ..index.gitdiff import repo_root
-
-    files = None
-    try:
-        # The hook's own repository, never VAULTMEM_VAULT: that names the vault the agent
-        # wrapper reads, and every repository with hooks must index itself.
-        root = repo_root(Path(vault) if vault else Path.cwd())
-        files = ingest_mod.state_files(root)
-        environ = dict(os.environ)
-        if config_file is not None:
-            environ[vaults.CONFIG_ENV] = str(config_file)
-        user = vaults.load(environ)
-        if user.by_path(root) is None:
-            ingest_mod.log_line(
-                files,
-                f"error: {root} is not a registered vault ({user.path}), so the commit was not "
-                "indexed: run `vaultmem init` in it",
-            )
-            sys.exit(0)
-        settings = load_settings(root, environ, user=user)
-        # Start a bundled server that is merely down (e.g. after a reboot), but never one the
-        # user stopped with `vaultmem db stop`: that is logged instead, and caught up later.
-        result = ingest_mod.catch_up(settings, root, background=True)
-        if result is not None:
-            ingest_mod.log_line(
-                files, f"ok {result.mode} {result.to_commit or ''} {result.summary()}"
-            )
-    except VaultmemError as exc:
-        if files is not None:
-            ingest_mod.log_line(files, f"error: {exc}")
-        else:
-            error(f"vaultmem: {exc}")
-    except Exception as exc:  # a hook must never surface a traceback to git
-        if files is not None:
-            ingest_mod.log_line(
-                files,
-                f"error: unexpected {type(exc).__name__}: {exc}; "
-                "run `vaultmem ingest` to see details",
-            )
+    run_from_git_hook(vault, config_file)
     sys.exit(0)
 
 
@@ -221,7 +177,7 @@ def verify(vault: str | None, deep: bool, as_json: bool) -> None:
             else "no drift"
         )
     if report.drift:
-        sys.exit(8)
+        raise DriftDetected("the index differs from the notes committed at HEAD")
 
 
 @cli.command()

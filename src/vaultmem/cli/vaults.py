@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..config import Settings, load_settings
+from ..index.registration import register
 from .base import (
     ProgressBar,
     cli,
@@ -15,7 +16,6 @@ from .base import (
     json_option,
     print_json,
     print_result,
-    register,
     vault_option,
     vault_root,
     writer_start,
@@ -160,7 +160,7 @@ def vaults_remove(name: str, purge: bool) -> None:
     echo(f"unregistered {removed.name} ({removed.path})")
     if purge and settings is not None:
         with db.connect(settings, start=writer_start(settings)) as conn:
-            conn.execute("DELETE FROM vaults WHERE root = %s", (str(removed.path.resolve()),))
+            db.delete_vault(conn, removed.path)
             conn.commit()
         echo("its index was deleted from the database")
     else:

@@ -54,8 +54,8 @@ class Prefetched:
 
     @property
     def prefetching(self) -> bool:
-        """Always: tells search.candidates.fetch_candidates that a vector is on its way, so it fetches the
-        full-text list first."""
+        """Always: tells the search's candidate fetch that a vector is on its way, so it fetches
+        the full-text list first."""
         return True
 
     def keep_warm(self) -> None:

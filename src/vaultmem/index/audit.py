@@ -5,7 +5,7 @@ once, under the vault's writer lock, by re-deciding that one path with the inges
 ingester skips paths whose blob did not change, so a decision left for "the next ingest" would
 never be seen; re-deciding in place keeps the move between the audit table and search atomic
 (one transaction), and the decision itself is `triage`'s, as for every other file
-(`Ingester.apply_entry` applies `audit_allow`). Decisions live in `audit_allow`, which `rebuild`
+(`decision.decide` applies `audit_allow`). Decisions live in `audit_allow`, which `rebuild`
 never clears; any edit changes the blob, so the edited file is scanned (and quarantined) again.
 
 Nothing here ever prints or stores a matched value: `show` re-scans the blob and keeps only the
@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ from ..config import Settings, load_settings
 from ..embed import Embedder
 from ..errors import AuditPathError, ConfirmationRequired, GitError, VaultmemError
 from ..store import db
-from . import gitdiff, ingest
+from ..store.audit import AllowedFile, QuarantinedFile
+from . import gitdiff, ingest, statedir
 from .findings import Finding
 from .sensitive import HIGH_CONFIDENCE_RULES
 from .triage import Quarantine, Rules, triage
@@ -36,49 +38,20 @@ from .triage import Quarantine, Rules, triage
 Conn = psycopg.Connection[Any]  # opened with dict rows (db.connect)
 
 
-@dataclass(frozen=True)
-class QuarantinedFile:
-    """One row of `memory_secure_audit`, with the review decision recorded for its path, if any."""
+class ReviewAction(StrEnum):
+    """What a review decision did to a path's allowance."""
 
-    path: str
-    risk: str
-    rule_ids: list[str]
-    line_numbers: list[int]
-    blob_sha: str
-    first_seen_at: datetime
-    updated_at: datetime
-    allowed_blob_sha: str | None = None  # set when a version of this path was allowed
-    allowed_at: datetime | None = None
-
-    @property
-    def allowed(self) -> bool:
-        """True if this very version was allowed (it is indexed by the next re-decision)."""
-        return self.allowed_blob_sha == self.blob_sha
-
-    @property
-    def allowed_earlier_version(self) -> bool:
-        """An older version was allowed; this one was edited since and quarantined again."""
-        return self.allowed_blob_sha is not None and not self.allowed
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **asdict(self),
-            "allowed": self.allowed,
-            "allowed_earlier_version": self.allowed_earlier_version,
-        }
+    ALLOWED = "allowed"
+    REVOKED = "revoked"
 
 
-@dataclass(frozen=True)
-class AllowedFile:
-    """A review decision and what became of the path: indexed, skipped, edited since, or gone."""
+class PathState(StrEnum):
+    """Where a path stands right after a review decision applied."""
 
-    path: str
-    blob_sha: str
-    allowed_at: datetime
-    state: str  # "indexed" | "skipped" | "edited since review" | "not in the index"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    INDEXED = "indexed"
+    QUARANTINED = "quarantined"
+    SKIPPED = "skipped"  # allowed, but still not a note (a `.env`, a `*.pem`)
+    NOT_IN_HEAD = "not in HEAD"
 
 
 @dataclass(frozen=True)
@@ -110,10 +83,10 @@ class QuarantineDetail:
 class Decision:
     """The outcome of `allow` or `revoke`: the path's state right after the decision applied."""
 
-    action: str  # "allowed" | "revoked"
+    action: ReviewAction
     path: str
     blob_sha: str | None  # the version the decision was bound to
-    state: str  # "indexed" | "quarantined" | "skipped" | "not in HEAD"
+    state: PathState
     result: ingest.IngestResult
 
     def to_dict(self) -> dict[str, Any]:
@@ -132,73 +105,26 @@ def require_vault(conn: Conn, root: Path) -> db.Vault:
 
 def list_quarantined(conn: Conn, vault_id: int) -> list[QuarantinedFile]:
     """Every quarantined path of the vault, by path, with why (rule ids, line numbers)."""
-    rows = conn.execute(
-        """
-        SELECT a.path, a.risk, a.rule_ids, a.line_numbers, a.blob_sha, a.first_seen_at,
-               a.updated_at, w.blob_sha AS allowed_blob_sha, w.allowed_at
-          FROM memory_secure_audit a
-          LEFT JOIN audit_allow w ON w.vault_id = a.vault_id AND w.path = a.path
-         WHERE a.vault_id = %s
-         ORDER BY a.path
-        """,
-        (vault_id,),
-    ).fetchall()
+    files = store.quarantined_files(conn, vault_id)
     conn.commit()
-    return [
-        QuarantinedFile(
-            path=r["path"],
-            risk=r["risk"],
-            rule_ids=list(r["rule_ids"]),
-            line_numbers=list(r["line_numbers"]),
-            blob_sha=r["blob_sha"],
-            first_seen_at=r["first_seen_at"],
-            updated_at=r["updated_at"],
-            allowed_blob_sha=r["allowed_blob_sha"],
-            allowed_at=r["allowed_at"],
-        )
-        for r in rows
-    ]
+    return files
 
 
 def list_allowed(conn: Conn, vault_id: int) -> list[AllowedFile]:
     """Every review decision of the vault, with what the index holds for that path now."""
-    rows = conn.execute(
-        """
-        SELECT w.path, w.blob_sha, w.allowed_at,
-               CASE WHEN n.blob_sha = w.blob_sha THEN 'indexed'
-                    WHEN s.blob_sha = w.blob_sha THEN 'skipped'
-                    WHEN coalesce(n.path, a.path, s.path) IS NOT NULL THEN 'edited since review'
-                    ELSE 'not in the index' END AS state
-          FROM audit_allow w
-          LEFT JOIN memory_notes n ON n.vault_id = w.vault_id AND n.path = w.path
-          LEFT JOIN memory_secure_audit a ON a.vault_id = w.vault_id AND a.path = w.path
-          LEFT JOIN memory_skipped s ON s.vault_id = w.vault_id AND s.path = w.path
-         WHERE w.vault_id = %s
-         ORDER BY w.path
-        """,
-        (vault_id,),
-    ).fetchall()
+    files = store.allowed_files(conn, vault_id)
     conn.commit()
-    return [AllowedFile(r["path"], r["blob_sha"], r["allowed_at"], r["state"]) for r in rows]
+    return files
 
 
-def _quarantined_row(conn: Conn, vault: db.Vault, path: str) -> dict[str, Any]:
-    row = conn.execute(
-        """
-        SELECT a.path, a.risk, a.blob_sha, a.findings, a.rule_ids, a.first_seen_at, a.updated_at,
-               w.blob_sha AS allowed_blob_sha, w.allowed_at
-          FROM memory_secure_audit a
-          LEFT JOIN audit_allow w ON w.vault_id = a.vault_id AND w.path = a.path
-         WHERE a.vault_id = %s AND a.path = %s
-        """,
-        (vault.id, path),
-    ).fetchone()
-    if row is None:
+def _quarantined_row(conn: Conn, vault: db.Vault, path: str) -> store.QuarantineRecord:
+    record = store.quarantine_record(conn, vault.id, path)
+    if record is None:
         raise AuditPathError(
             f"{path!r} is not quarantined in vault {vault.name}: "
             "`vaultmem audit list` shows what is (paths are relative to the vault root)"
         )
-    return dict(row)
+    return record
 
 
 def rescan(settings: Settings, path: str, data: bytes, mode: str = "100644") -> list[Finding]:
@@ -218,7 +144,7 @@ def show(conn: Conn, settings: Settings, vault: db.Vault, path: str) -> Quaranti
     conn.commit()
     head = gitdiff.head_commit(vault.root)
     tree = gitdiff.ls_tree(vault.root, head) if head else {}
-    blob: str | None = row["blob_sha"]
+    blob: str | None = row.blob_sha
     mode = "100644"
     if path in tree and tree[path][0] != "160000":
         mode, blob = tree[path]
@@ -239,21 +165,19 @@ def show(conn: Conn, settings: Settings, vault: db.Vault, path: str) -> Quaranti
             "a re-scan finds nothing now (the rules or settings changed): "
             "run `vaultmem rebuild` to index it"
         )
-    elif blob is not None and blob != row["blob_sha"]:
+    elif blob is not None and blob != row.blob_sha:
         notice = "HEAD holds a newer version than the index: run `vaultmem ingest` to re-scan it"
     if not findings:
-        findings = [
-            FindingView(f["rule"], f["category"], f["line"], "") for f in row["findings"] or []
-        ]
+        findings = [FindingView(f["rule"], f["category"], f["line"], "") for f in row.findings]
     return QuarantineDetail(
         path=path,
-        risk=row["risk"],
-        blob_sha=row["blob_sha"],
+        risk=row.risk,
+        blob_sha=row.blob_sha,
         scanned_blob_sha=blob,
-        first_seen_at=row["first_seen_at"],
-        updated_at=row["updated_at"],
-        allowed_blob_sha=row["allowed_blob_sha"],
-        allowed_at=row["allowed_at"],
+        first_seen_at=row.first_seen_at,
+        updated_at=row.updated_at,
+        allowed_blob_sha=row.allowed_blob_sha,
+        allowed_at=row.allowed_at,
         findings=findings,
         notice=notice,
     )
@@ -262,18 +186,18 @@ def show(conn: Conn, settings: Settings, vault: db.Vault, path: str) -> Quaranti
 # --- decisions ------------------------------------------------------------------------------
 
 
-def _state(conn: Conn, vault_id: int, path: str) -> str:
+def _state(conn: Conn, vault_id: int, path: str) -> PathState:
     known = store.known_paths(conn, vault_id, only=[path]).get(path)
     if known is None:
-        return "not in HEAD"
-    return "indexed" if known.kind == "note" else known.kind
+        return PathState.NOT_IN_HEAD
+    return PathState.INDEXED if known.kind is store.IndexedAs.NOTE else PathState(known.kind)
 
 
 def _decide(
     conn: Conn,
     vault: db.Vault,
     path: str,
-    action: str,
+    action: ReviewAction,
     root: Path | None,
     settings: Settings | None,
     embedder: Embedder | None,
@@ -287,7 +211,7 @@ def _decide_many(
     conn: Conn,
     vault: db.Vault,
     paths: list[str],
-    action: str,
+    action: ReviewAction,
     root: Path | None,
     settings: Settings | None,
     embedder: Embedder | None,
@@ -301,10 +225,10 @@ def _decide_many(
     file whose findings include a credential beyond doubt needs `yes` (ConfirmationRequired)."""
     root = Path(root) if root is not None else vault.root
     settings = settings or load_settings(root)
-    files = ingest.state_files(root)
+    files = statedir.state_files(root)
     result = ingest.IngestResult(mode=ingest.RunMode.REVIEW)
     decisions: list[Decision] = []
-    with ingest.writer(files, wait=True) as w:
+    with statedir.writer(files, wait=True) as w:
         assert w is not None  # a waiting writer always gets the lock
         conn.commit()  # the passes below manage their own transactions
         ing = ingest.Ingester(settings, conn, vault, embedder=embedder)
@@ -313,9 +237,9 @@ def _decide_many(
         result.mode = ingest.RunMode.REVIEW
         head = result.to_commit
         tree = gitdiff.ls_tree(root, head) if head else {}
-        if action == "allowed" and not yes:
+        if action is ReviewAction.ALLOWED and not yes:
             strong = sorted(
-                {r for p in paths for r in _quarantined_row(conn, vault, p)["rule_ids"]}
+                {r for p in paths for r in _quarantined_row(conn, vault, p).rule_ids}
                 & HIGH_CONFIDENCE_RULES
             )
             conn.commit()
@@ -329,7 +253,7 @@ def _decide_many(
         bound: dict[str, str] = {}
         with conn.transaction():
             for path in paths:
-                if action == "allowed":
+                if action is ReviewAction.ALLOWED:
                     bound[path] = _record_allow(conn, vault, path, tree)
                 else:
                     bound[path] = _drop_allow(conn, vault, path)
@@ -355,32 +279,23 @@ def _record_allow(conn: Conn, vault: db.Vault, path: str, tree: dict[str, tuple[
             f"{path!r} is not in HEAD of {vault.root}: only committed files can be allowed"
         )
     blob = tree[path][1]
-    if blob != row["blob_sha"]:
+    if blob != row.blob_sha:
         raise AuditPathError(
             f"the index holds another version of {path!r} than HEAD: "
             "run `vaultmem ingest`, review it with `vaultmem audit show`, then allow it"
         )
-    conn.execute(
-        """
-        INSERT INTO audit_allow (vault_id, path, blob_sha) VALUES (%s, %s, %s)
-        ON CONFLICT (vault_id, path) DO UPDATE SET blob_sha = EXCLUDED.blob_sha, allowed_at = now()
-        """,
-        (vault.id, path, blob),
-    )
+    store.record_allow(conn, vault.id, path, blob)
     return blob
 
 
 def _drop_allow(conn: Conn, vault: db.Vault, path: str) -> str:
-    row = conn.execute(
-        "DELETE FROM audit_allow WHERE vault_id = %s AND path = %s RETURNING blob_sha",
-        (vault.id, path),
-    ).fetchone()
-    if row is None:
+    blob = store.drop_allow(conn, vault.id, path)
+    if blob is None:
         raise AuditPathError(
             f"{path!r} was never allowed in vault {vault.name}: "
             "`vaultmem audit list` shows the allowed files"
         )
-    return str(row["blob_sha"])
+    return blob
 
 
 def allow(
@@ -400,7 +315,7 @@ def allow(
     Refuses (AuditPathError) if the path is not quarantined or not committed at HEAD, and asks
     (ConfirmationRequired) unless `yes` when a finding is a credential beyond doubt (a private
     key, a vendor token)."""
-    return _decide(conn, vault, path, "allowed", root, settings, embedder, embed, yes)
+    return _decide(conn, vault, path, ReviewAction.ALLOWED, root, settings, embedder, embed, yes)
 
 
 @dataclass(frozen=True)
@@ -441,7 +356,7 @@ def allow_rule(
         q.path: [r for r in q.rule_ids if r != rule] for q in hit if set(q.rule_ids) != {rule}
     }
     decisions = (
-        _decide_many(conn, vault, paths, "allowed", root, settings, embedder, embed, yes)
+        _decide_many(conn, vault, paths, ReviewAction.ALLOWED, root, settings, embedder, embed, yes)
         if paths
         else []
     )
@@ -459,7 +374,7 @@ def revoke(
     embed: bool = True,
 ) -> Decision:
     """Withdraw an `allow`: the file is scanned again at once and quarantined if it still hits."""
-    return _decide(conn, vault, path, "revoked", root, settings, embedder, embed)
+    return _decide(conn, vault, path, ReviewAction.REVOKED, root, settings, embedder, embed)
 
 
 # --- paths as users type them ------------------------------------------------------------------

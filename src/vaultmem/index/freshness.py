@@ -156,15 +156,13 @@ H = TypeVar("H", bound=_HasPath)
 
 def drop_stale(conn: Conn, vault_id: int, root: Path, head: str, hits: Sequence[H]) -> list[H]:
     """The hits whose note is still at HEAD with the blob the index holds."""
+    from .. import store
+
     paths = [h.path for h in hits]
     if not paths:
         return []
-    rows = conn.execute(
-        "SELECT path, blob_sha FROM memory_notes WHERE vault_id = %s AND path = ANY(%s)",
-        (vault_id, paths),
-    ).fetchall()
+    indexed = store.indexed_blobs(conn, vault_id, paths)
     conn.commit()
-    indexed = {r["path"]: r["blob_sha"] for r in rows}
     current = blobs_at(root, head, paths)
     return [h for h in hits if current.get(h.path) == indexed.get(h.path)]
 
@@ -173,19 +171,13 @@ def start_catch_up(root: Path, config: Path | None = None) -> bool:
     """Start the catch-up a git hook would (detached, low priority, logged under .git);
     True if it was started. Never raises: a reader must not fail for it."""
     try:
-        import fcntl
-
-        from .ingest import state_files
+        from .statedir import lock_is_held, state_files
 
         files = state_files(root)
         files.pending.touch()
         # A running ingester sees the pending mark and loops: do not start a second Python.
-        with open(files.lock, "a") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return False
-            fcntl.flock(fh, fcntl.LOCK_UN)
+        if lock_is_held(files.lock):
+            return False
         cmd = [sys.executable, "-m", "vaultmem", "ingest", "--from-hook"]
         if config is not None:
             cmd += ["--config", os.fspath(config)]

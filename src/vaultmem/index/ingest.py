@@ -1,7 +1,8 @@
 """Keep the index equal to the notes committed at HEAD: catch-up, rebuild, verify, backlog.
 
-Orchestration only: git facts come from `gitdiff`, per-file decisions from `triage`, SQL from
-`store`. The design in one paragraph: each run diffs the vault's watermark
+Orchestration only: git facts come from `gitdiff`, per-file decisions from `decision.decide`
+(triage plus the user's reviews), SQL from `store`, the lock and state files from `statedir`.
+The design in one paragraph: each run diffs the vault's watermark
 (the last fully applied commit) against HEAD with `git diff-tree`, applies the events in batched
 transactions reading contents from the commit's blobs (never the work tree), and moves the
 watermark only after all of them are committed. If the watermark is gone or no longer an ancestor
@@ -10,22 +11,26 @@ are cached by content hash, so neither path re-embeds unchanged text. Text becom
 (full-text) as soon as it is written; vectors are filled afterwards from a persistent backlog
 (chunks whose vector is missing or from another model). One writer per vault, enforced by a
 file lock; triggers that find it held leave a "pending" mark that the holder loops on.
+
+One module on purpose (about 670 lines): the `Ingester`'s passes and the entry points that run
+them (`catch_up`, `rebuild`, `apply_changes_file`...) share one discipline, taking the lock,
+looping on the pending mark, merging pass results and recording the run, that reads best in
+one place; the parts that stand alone (the state folder, the per-file decision, the git hook's
+runtime) live in their own modules.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import portalocker
 import psycopg
 
 from .. import store
@@ -33,12 +38,12 @@ from ..config import Settings
 from ..dburl import redact_url
 from ..embed import Embedder, get_embedder
 from ..errors import BlobMissing, VaultmemError
-from ..files import atomic_write
 from ..store import db
-from ..terminal import clean
 from . import gitdiff, markdown
+from .decision import decide
 from .paths import display_path, storable
-from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage, triage_path
+from .statedir import ProgressFile, Writer, state_files, writer
+from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage_path
 
 BATCH_FILES = 50  # files per transaction: small enough that a crash loses little work
 # Embedding batches: the first is small (the rate is unknown), later ones take about this long,
@@ -105,135 +110,6 @@ class IngestResult:
         return asdict(self)
 
 
-# --- per-vault state files (under .git, never in the work tree) ------------------------------
-
-
-@dataclass(frozen=True)
-class StateFiles:
-    dir: Path
-
-    @property
-    def lock(self) -> Path:
-        return self.dir / "ingest.lock"
-
-    @property
-    def pending(self) -> Path:
-        return self.dir / "pending"
-
-    @property
-    def log(self) -> Path:
-        return self.dir / "ingest.log"
-
-    @property
-    def starting(self) -> Path:
-        """Set by a git hook that started an ingester, until that ingester holds the lock."""
-        return self.dir / "starting"
-
-
-def state_files(root: Path) -> StateFiles:
-    """The vault's state folder under .git, private to its owner (0700): the log names notes
-    and errors, and nobody else on the machine has any business reading it."""
-    d = gitdiff.git_dir(root) / "vaultmem"
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):  # a folder we do not own is left as it is
-        if d.stat().st_mode & 0o077:
-            d.chmod(0o700)
-    return StateFiles(d)
-
-
-class ProgressFile:
-    """The live state of an embedding backlog drain, for `vaultmem status` (another process).
-
-    A small JSON file under .git/vaultmem, rewritten at most every PROGRESS_EVERY seconds:
-    the drainer's pid, when it started, chunks done of the total and the smoothed rate."""
-
-    PROGRESS_EVERY = 1.0
-
-    def __init__(self, files: StateFiles) -> None:
-        self.path = files.dir / "progress.json"
-        self.started = time.time()
-        self._last = 0.0
-
-    def update(self, *, done: int, total: int, rate: float | None, final: bool = False) -> None:
-        now = time.time()
-        if not final and now - self._last < self.PROGRESS_EVERY:
-            return
-        self._last = now
-        data = {
-            "pid": os.getpid(),
-            "started_at": self.started,
-            "updated_at": now,
-            "done": done,
-            "total": total,
-            "rate": rate,
-            "finished": final,
-        }
-        with contextlib.suppress(OSError):
-            atomic_write(self.path, json.dumps(data))
-
-    def finish(self) -> None:
-        with contextlib.suppress(OSError):
-            self.path.unlink()
-
-
-def read_progress(root: Path) -> dict[str, Any] | None:
-    """The running drainer's progress (see ProgressFile), or None if no drainer is alive."""
-    try:
-        path = gitdiff.git_dir(root) / "vaultmem" / "progress.json"
-        data = json.loads(path.read_text(encoding="utf-8"))
-        os.kill(int(data["pid"]), 0)  # alive?
-    except (OSError, ValueError, KeyError, TypeError, VaultmemError):
-        return None
-    if not isinstance(data, dict) or data.get("finished"):
-        return None
-    return data
-
-
-@dataclass(frozen=True)
-class Writer:
-    """The vault's single writer, while `writer()` holds the lock.
-
-    Triggers that find the lock taken leave the "pending" mark instead of waiting; the holder
-    takes the mark (`take_pending`) before each pass and checks `pending()` when it is done, so
-    a commit that lands mid-run is never lost."""
-
-    files: StateFiles
-
-    def take_pending(self) -> bool:
-        """True if a pass was requested since the last take; clears the request."""
-        try:
-            self.files.pending.unlink()
-        except FileNotFoundError:
-            return False
-        return True
-
-    def pending(self) -> bool:
-        return self.files.pending.exists()
-
-
-@contextlib.contextmanager
-def writer(files: StateFiles, *, wait: bool) -> Iterator[Writer | None]:
-    """Hold the vault's writer lock; yields None at once if it is taken and `wait` is False.
-
-    The one entry to the write path: ingest, rebuild, a saved changes file and audit decisions
-    all run under it. flock-based, so a crashed holder releases it the moment it dies."""
-    fh = open(files.lock, "a")  # noqa: SIM115 - closed below, after unlocking
-    flags = portalocker.LockFlags.EXCLUSIVE
-    if not wait:
-        flags |= portalocker.LockFlags.NON_BLOCKING
-    try:
-        portalocker.lock(fh, flags)
-    except portalocker.LockException:
-        fh.close()
-        yield None
-        return
-    try:
-        yield Writer(files)
-    finally:
-        portalocker.unlock(fh)
-        fh.close()
-
-
 class Ingester:
     """One vault, one connection, one pass at a time. Used under the writer lock."""
 
@@ -265,13 +141,14 @@ class Ingester:
         *,
         force: bool = False,
     ) -> None:
-        """Bring one path of `commit`'s tree into the index, as `triage` decides.
+        """Bring one path of `commit`'s tree into the index, as `decide` (triage, then the
+        user's reviews) decides.
 
         A path whose blob the index already holds is left alone unless `force`; its bytes are
         read only when the decision depends on them."""
         path, vid = entry.path, self.vault.id
-        outcome = triage_path(path, entry.mode, self.rules)
-        if isinstance(outcome, Ignore):
+        # The path alone first: an ignored file leaves the index without a look at its blob.
+        if isinstance(triage_path(path, entry.mode, self.rules), Ignore):
             if known is not None:
                 store.delete_path(self.conn, vid, path)
                 result.deleted += 1
@@ -286,14 +163,14 @@ class Ingester:
         ):
             result.unchanged += 1
             return
-        if outcome is None:
+
+        def content() -> bytes | None:
             try:
-                data: bytes | None = reader.read(entry.blob)
+                return reader.read(entry.blob)
             except BlobMissing:
-                data = None  # skipped as unreadable; the next run tries again
-            outcome = triage(path, entry.mode, data, self.rules)
-        if isinstance(outcome, Quarantine) and store.is_allowed(self.conn, vid, path, entry.blob):
-            outcome = outcome.allow()
+                return None  # skipped as unreadable; the next run tries again
+
+        outcome = decide(self.conn, vid, entry, self.rules, content)
         if isinstance(outcome, Quarantine):
             store.quarantine(self.conn, vid, path, entry.blob, outcome.findings)
             result.quarantined += 1
@@ -306,7 +183,7 @@ class Ingester:
             inserted, n = store.upsert_note(self.conn, vid, outcome.note, entry.blob, commit)
             result.chunks_written += n
             result.reused += store.fill_from_cache(self.conn, vid, self.embedder.model_id, [path])
-            if known is None or known.kind != "note" or inserted:
+            if known is None or known.kind is not store.IndexedAs.NOTE or inserted:
                 result.added += 1
             else:
                 result.updated += 1
@@ -452,7 +329,10 @@ class Ingester:
         while True:
             if should_pause() or (limit is not None and done >= limit):
                 break
-            items = store.backlog_batch(self.conn, vid, model, batch)
+            items = [
+                (c.content_hash, markdown.embedding_input(c.heading, c.content))
+                for c in store.backlog_batch(self.conn, vid, model, batch)
+            ]
             self.conn.commit()
             if not items:
                 break
@@ -800,14 +680,3 @@ def apply_changes_file(
             _record(ing, result, started)
             conn.close()
     return result
-
-
-def log_line(files: StateFiles, message: str) -> None:
-    """Append one line to the hook log (0600): passwords hidden, control characters escaped."""
-    stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    line = clean(redact_url(message), newlines=False)
-    fd = os.open(files.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    with contextlib.suppress(OSError):
-        os.fchmod(fd, 0o600)  # the hook's shell may have created it with the umask's mode
-    with os.fdopen(fd, "a", encoding="utf-8") as f:
-        f.write(f"{stamp} pid={os.getpid()} {line}\n")

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from .lexical import TOKENISER_ID, WIDE_CHAR_RE
+from .lexical import TOKENISER_ID, WIDE_CHAR_RE, lexeme_text
 
 SKIP_TOO_LARGE = "too-large"
 SKIP_BINARY = "binary"
@@ -80,6 +80,11 @@ class Note:
     body: str  # text after the front matter (the whole text if it was malformed)
     chunks: tuple[Chunk, ...]
     warnings: tuple[str, ...]
+
+    def chunk_lexemes(self) -> list[str]:
+        """What full-text search indexes of each chunk, in chunk order: the note's title, the
+        chunk's heading path and its text, as `lexical` tokens (space-separated)."""
+        return [lexeme_text(f"{self.title}\n{c.heading}\n{c.text}") for c in self.chunks]
 
 
 def decode_note(data: bytes, max_bytes: int) -> str:

@@ -121,7 +121,3 @@ class PathPolicy:
                 f"not a note ({suffix})" if suffix else "not a note (no extension)",
             )
         return None
-
-    def extension_is_note(self, path: str) -> bool:
-        """True if the file name ends in a note extension (what a diff needs to look at)."""
-        return PurePosixPath(path).suffix.lower() in self._extensions

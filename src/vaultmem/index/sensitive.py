@@ -15,6 +15,13 @@ Names: a file or folder that is secret by nature (`.env*`, `.netrc`, `credential
 `私密/`) is quarantined whatever it holds; a keyword in a name (`passwords.md`, `密码.md`) only
 makes the content scan stricter, so notes *about* passwords or cryptography stay searchable. A
 Finding never holds the secret itself, only a masked preview.
+
+One module on purpose (about 1,500 lines, most of it rule tables and their regexes): every rule
+family works on the same `_Note` view (offsets to line numbers, the gates that skip a family
+when no keyword is present) and shares the same judgements (placeholders, entropy, code), and
+the base64 rule re-runs the URL, password and token families on decoded text; the families are
+tuned together against one corpus (tests/sensitive_corpus*.py), so a change to a shared guard is
+read next to every rule it affects.
 """
 
 from __future__ import annotations

@@ -1,27 +1,31 @@
 """Compare the index with the notes committed at HEAD and report every difference.
 
-Uses the ingester's per-file decision (`triage`), so "what should be indexed" has one
-definition. Checks by blob SHA (cheap, exact): a path missing from the index, a path the index
-holds that HEAD does not (a ghost), and a path indexed at another version are drift; chunks whose
-text no longer matches a fresh parse of the blob are drift too when `deep` is asked for.
+Uses the ingester's per-file decision (`triage_path`, and `decide` for a deep check), so "what
+should be indexed" has one definition. Checks by blob SHA (cheap, exact): a path missing from the
+index, a path the index holds that HEAD does not (a ghost), and a path indexed at another version
+are drift; chunks whose text no longer matches a fresh parse of the blob are drift too when
+`deep` is asked for.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .. import store, vaults
 from ..config import Settings
 from ..embed import get_embedder
-from ..store import db
+from ..store import IndexedAs, db
 from . import gitdiff
-from .ingest import open_index, read_progress
+from .decision import decide
+from .ingest import open_index
 from .markdown import chunker_signature
 from .paths import display_path, storable
-from .triage import MAX_PATH_BYTES, Ignore, Index, Quarantine, Rules, Skip, triage, triage_path
+from .statedir import read_progress
+from .triage import MAX_PATH_BYTES, Ignore, Index, Quarantine, Rules, Skip, triage_path
 
 
 @dataclass
@@ -108,16 +112,6 @@ def unrecordable_skips(
     return out
 
 
-def note_warnings(conn: db.Conn, vault_id: int) -> list[dict[str, Any]]:
-    """Notes indexed with a caveat (e.g. malformed front matter indexed as plain text)."""
-    rows: list[Any] = conn.execute(
-        "SELECT path, warnings FROM memory_notes WHERE vault_id = %s"
-        " AND cardinality(warnings) > 0 ORDER BY path",
-        (vault_id,),
-    ).fetchall()
-    return [{"path": r["path"], "warnings": list(r["warnings"])} for r in rows]
-
-
 def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyReport:
     conn, vault = open_index(settings, root, start_db=False)  # a reader never starts it
     try:
@@ -131,12 +125,12 @@ def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyRepor
             head=head,
             watermark=st.watermark,
             commits_behind=commits_behind(root, st.watermark, head),
-            notes=sum(1 for k in known.values() if k.kind == "note"),
-            quarantined=sum(1 for k in known.values() if k.kind == "quarantined"),
+            notes=sum(1 for k in known.values() if k.kind is IndexedAs.NOTE),
+            quarantined=sum(1 for k in known.values() if k.kind is IndexedAs.QUARANTINED),
             skipped=store.skipped(conn, vault.id),
             backlog=store.backlog_size(conn, vault.id, model_id),
             model_id=model_id,
-            warnings=note_warnings(conn, vault.id),
+            warnings=store.note_warnings(conn, vault.id),
             last_run=st.last_run,
             chunker=st.chunker,
             chunker_current=signature,
@@ -159,9 +153,9 @@ def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyRepor
                 report.missing.append(path)
             elif have.blob_sha != blob:
                 report.outdated.append(path)
-            elif isinstance(outcome, Skip) and have.kind != "skipped":
+            elif isinstance(outcome, Skip) and have.kind is not IndexedAs.SKIPPED:
                 report.wrong_kind.append(path)
-            elif isinstance(outcome, Quarantine) and have.kind == "note":
+            elif isinstance(outcome, Quarantine) and have.kind is IndexedAs.NOTE:
                 report.wrong_kind.append(path)
         report.ghosts.extend(p for p in known if p not in tree)
         if deep and head:
@@ -179,23 +173,17 @@ def _deep_check(
     known: dict[str, store.Known],
     rules: Rules,
 ) -> list[str]:
-    """Indexed notes whose chunks differ from what `triage` makes of HEAD's blob now (or that
-    `triage` would no longer index, and no review allowed)."""
-    rows = conn.execute(
-        "SELECT path, array_agg(content_hash ORDER BY chunk_index) AS hashes"
-        " FROM memory_primary WHERE vault_id = %s GROUP BY path",
-        (vault.id,),
-    ).fetchall()
-    stored = {r["path"]: list(r["hashes"]) for r in rows}
+    """Indexed notes whose chunks differ from what `decide` makes of HEAD's blob now (or that
+    it would no longer index: `triage` says so and no review allowed this version)."""
+    stored = store.chunk_hashes(conn, vault.id)
     bad: list[str] = []
     with gitdiff.BlobReader(vault.root) as reader:
         for path, have in known.items():
-            if have.kind != "note" or path not in tree:
+            if have.kind is not IndexedAs.NOTE or path not in tree:
                 continue
             mode, blob = tree[path]
-            outcome = triage(path, mode, reader.read(blob), rules)
-            if isinstance(outcome, Quarantine) and store.is_allowed(conn, vault.id, path, blob):
-                outcome = outcome.allow()
+            entry = gitdiff.TreeEntry(path, mode, blob)
+            outcome = decide(conn, vault.id, entry, rules, partial(reader.read, blob))
             if not isinstance(outcome, Index) or [
                 c.content_hash for c in outcome.note.chunks
             ] != stored.get(path, []):
@@ -259,7 +247,7 @@ def vault_status(conn: db.Conn, stats: dict[str, Any]) -> VaultStatus:
     out = VaultStatus(
         **stats,
         skipped_files=store.skipped(conn, stats["id"]),
-        warnings=note_warnings(conn, stats["id"]),
+        warnings=store.note_warnings(conn, stats["id"]),
     )
     conn.commit()
     try:

@@ -1,7 +1,13 @@
 """The store room: the database (bundled or external), its schema and migrations, and every
 read and write of vaultmem's tables.
 
-Front door: `from vaultmem import store` then `store.connect(...)`, `store.upsert_note(...)`.
+Front door: `from vaultmem import store` then `store.upsert_note(...)`, `store.state(...)`. The
+table functions live by concern (`tables`: the index's writes and the ingester's reads; `audit`:
+the review tables; `notes`: what readers ask of indexed notes) and are all re-exported here;
+`store.db` connects, applies the schema and registers vaults, `store.server` runs the bundled
+PostgreSQL.
 """
 
+from .audit import *  # noqa: F403
+from .notes import *  # noqa: F403
 from .tables import *  # noqa: F403

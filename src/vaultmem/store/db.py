@@ -165,6 +165,11 @@ def find_vault(conn: Conn, root: Path) -> Vault | None:
     return Vault(id=row["id"], root=Path(row["root"]), name=row["name"]) if row else None
 
 
+def delete_vault(conn: Conn, root: Path) -> None:
+    """Delete the vault at `root` and, by cascade, every row of its index."""
+    conn.execute("DELETE FROM vaults WHERE root = %s", (str(root.resolve()),))
+
+
 def server_info(conn: Conn) -> dict[str, Any]:
     pg = conn.execute("SHOW server_version").fetchone()
     vec = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()

@@ -2,26 +2,86 @@
 
 Every function takes an open connection and leaves transaction control to the caller, so the
 ingester can make one file's change (remove from search + record in the audit table, or replace
-a note's chunks) atomic. SQL lives here and nowhere else in the write path.
+a note's chunks) atomic. SQL lives in the store room and nowhere else (search's candidate
+statements aside): the review tables are in `audit`, readers' look-ups in `notes`.
+
+The store imports no other room: what it writes of a note or a finding is stated as a protocol
+here (`StoredNote`, `StoredFinding`), which the index room's values satisfy, and what text goes
+into the search and embedding inputs (`StoredNote.chunk_lexemes`, `markdown.embedding_input`) is
+the index's to decide.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from enum import StrEnum
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from ..index.findings import Finding
-from ..index.lexical import lexeme_text
 from .db import Conn
 
-if TYPE_CHECKING:
-    from ..index.markdown import Note
 
-IndexedAs = Literal["note", "quarantined", "skipped"]
+class StoredFinding(Protocol):
+    """What the audit table keeps of a finding: never the matched text (index.findings.Finding)."""
+
+    @property
+    def rule_id(self) -> str: ...
+    @property
+    def category(self) -> str: ...
+    @property
+    def line(self) -> int: ...
+
+
+class StoredChunk(Protocol):
+    """A chunk as `upsert_note` writes it (index.markdown.Chunk)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def heading(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def content_hash(self) -> str: ...
+
+
+class StoredNote(Protocol):
+    """A note as `upsert_note` writes it (index.markdown.Note)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def tags(self) -> Sequence[str]: ...
+    @property
+    def front_matter(self) -> Mapping[str, Any]: ...
+    @property
+    def warnings(self) -> Sequence[str]: ...
+    @property
+    def chunks(self) -> Sequence[StoredChunk]: ...
+    def chunk_lexemes(self) -> list[str]:
+        """Each chunk's full-text tokens, space-separated, in chunk order."""
+        ...
+
+
+class BacklogChunk(NamedTuple):
+    """A chunk text still lacking a vector, as stored (the embedder's input is built from it)."""
+
+    content_hash: str
+    heading: str
+    content: str
+
+
+class IndexedAs(StrEnum):
+    """Which table holds a path: indexed as a note, quarantined, or skipped."""
+
+    NOTE = "note"  # memory_notes (and its chunks in memory_primary)
+    QUARANTINED = "quarantined"  # memory_secure_audit
+    SKIPPED = "skipped"  # memory_skipped
 
 
 class Known(NamedTuple):
@@ -135,7 +195,7 @@ def known_paths(conn: Conn, vault_id: int, only: Iterable[str] | None = None) ->
         """,
         params,
     ).fetchall()
-    return {r["path"]: Known(r["kind"], r["blob_sha"], r["code"]) for r in rows}
+    return {r["path"]: Known(IndexedAs(r["kind"]), r["blob_sha"], r["code"]) for r in rows}
 
 
 def skipped_paths(conn: Conn, vault_id: int, code: str) -> list[str]:
@@ -190,14 +250,6 @@ def carry_rename(conn: Conn, vault_id: int, old: str, new: str) -> None:
     )
 
 
-def is_allowed(conn: Conn, vault_id: int, path: str, blob: str) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM audit_allow WHERE vault_id = %s AND path = %s AND blob_sha = %s",
-        (vault_id, path, blob),
-    ).fetchone()
-    return row is not None
-
-
 def prune_embedding_cache(conn: Conn, hashes: Sequence[str] | None = None) -> int:
     """Delete cached vectors that no chunk (of any vault) refers to; only among `hashes` when
     given. Returns the rows removed."""
@@ -232,7 +284,7 @@ def _chunk_hashes(conn: Conn, vault_id: int, path: str) -> list[str]:
 
 
 def quarantine(
-    conn: Conn, vault_id: int, path: str, blob: str, findings: Sequence[Finding]
+    conn: Conn, vault_id: int, path: str, blob: str, findings: Sequence[StoredFinding]
 ) -> None:
     """Take a file out of search and record why. Stores rule ids and line numbers, never text.
 
@@ -285,7 +337,9 @@ def mark_skipped(
     )
 
 
-def upsert_note(conn: Conn, vault_id: int, note: Note, blob: str, commit: str) -> tuple[bool, int]:
+def upsert_note(
+    conn: Conn, vault_id: int, note: StoredNote, blob: str, commit: str
+) -> tuple[bool, int]:
     """Write a note and replace its chunks. Returns (was it new, number of chunks)."""
     conn.execute(
         "DELETE FROM memory_secure_audit WHERE vault_id = %s AND path = %s", (vault_id, note.path)
@@ -319,6 +373,7 @@ def upsert_note(conn: Conn, vault_id: int, note: Note, blob: str, commit: str) -
         "DELETE FROM memory_primary WHERE vault_id = %s AND path = %s", (vault_id, note.path)
     )
     if note.chunks:
+        lexemes = note.chunk_lexemes()
         with conn.cursor() as cur:
             cur.executemany(
                 """
@@ -334,9 +389,9 @@ def upsert_note(conn: Conn, vault_id: int, note: Note, blob: str, commit: str) -
                         c.heading,
                         c.text,
                         c.content_hash,
-                        lexeme_text(f"{note.title}\n{c.heading}\n{c.text}"),
+                        lexemes[i],
                     )
-                    for c in note.chunks
+                    for i, c in enumerate(note.chunks)
                 ],
             )
     return bool(row and row["inserted"]), len(note.chunks)
@@ -364,10 +419,8 @@ def fill_from_cache(
     return cur.rowcount
 
 
-def backlog_batch(conn: Conn, vault_id: int, model_id: str, limit: int) -> list[tuple[str, str]]:
-    """Distinct (content_hash, embedding input) still lacking a vector from `model_id`."""
-    from ..index.markdown import embedding_input  # a writer's import: readers never pay for YAML
-
+def backlog_batch(conn: Conn, vault_id: int, model_id: str, limit: int) -> list[BacklogChunk]:
+    """Distinct chunk texts (by content hash) still lacking a vector from `model_id`."""
     # Most recently written first: a note just committed gets its vectors before an old backlog.
     rows = conn.execute(
         """
@@ -380,7 +433,7 @@ def backlog_batch(conn: Conn, vault_id: int, model_id: str, limit: int) -> list[
         """,
         (vault_id, model_id, limit),
     ).fetchall()
-    return [(r["content_hash"], embedding_input(r["heading"], r["content"])) for r in rows]
+    return [BacklogChunk(r["content_hash"], r["heading"], r["content"]) for r in rows]
 
 
 def backlog_size(conn: Conn, vault_id: int, model_id: str | None) -> int:

@@ -1,0 +1,192 @@
+"""The vault's state folder under .git/vaultmem: the writer lock, the pending mark, the hook log
+and the backlog drainer's progress file.
+
+Design decision: the vault has one writer at a time, and "is someone writing?" has one answer.
+Every Python holder or prober of `ingest.lock` goes through `hold_lock` / `lock_is_held`, which
+use portalocker's exclusive lock: on POSIX that is flock(2), the very lock the git hooks' shell
+block probes with the flock(1) command (`git_hooks.render_block`), so a hook, an ingester and a
+reader all see the same lock. flock is released by the kernel the moment a holder dies, so a
+crash never leaves the vault locked.
+
+Kept apart from `ingest` (which pulls in the embedders and the store) so that readers, which
+only mark a pass as pending and probe the lock (`freshness.start_catch_up`), stay light.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import portalocker
+
+from ..dburl import redact_url
+from ..errors import VaultmemError
+from ..files import atomic_write
+from ..terminal import clean
+from . import gitdiff
+
+
+@dataclass(frozen=True)
+class StateFiles:
+    dir: Path
+
+    @property
+    def lock(self) -> Path:
+        return self.dir / "ingest.lock"
+
+    @property
+    def pending(self) -> Path:
+        return self.dir / "pending"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "ingest.log"
+
+    @property
+    def starting(self) -> Path:
+        """Set by a git hook that started an ingester, until that ingester holds the lock."""
+        return self.dir / "starting"
+
+
+def state_files(root: Path) -> StateFiles:
+    """The vault's state folder under .git, private to its owner (0700): the log names notes
+    and errors, and nobody else on the machine has any business reading it."""
+    d = gitdiff.git_dir(root) / "vaultmem"
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # a folder we do not own is left as it is
+        if d.stat().st_mode & 0o077:
+            d.chmod(0o700)
+    return StateFiles(d)
+
+
+# --- the lock ----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def hold_lock(path: Path, *, wait: bool) -> Iterator[bool]:
+    """Hold the exclusive lock on `path` for the block: yields True once it is held (waiting
+    for it if `wait`), False at once, holding nothing, when another process has it and `wait`
+    is False."""
+    fh = open(path, "a")  # noqa: SIM115 - closed below, after unlocking
+    flags = portalocker.LockFlags.EXCLUSIVE
+    if not wait:
+        flags |= portalocker.LockFlags.NON_BLOCKING
+    try:
+        portalocker.lock(fh, flags)
+    except portalocker.LockException:
+        fh.close()
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        portalocker.unlock(fh)
+        fh.close()
+
+
+def lock_is_held(path: Path) -> bool:
+    """True if some holder has the lock on `path` right now (a probe: the lock is taken and
+    released at once, never waited for). Another holder in this very process counts too."""
+    with hold_lock(path, wait=False) as held:
+        return not held
+
+
+@dataclass(frozen=True)
+class Writer:
+    """The vault's single writer, while `writer()` holds the lock.
+
+    Triggers that find the lock taken leave the "pending" mark instead of waiting; the holder
+    takes the mark (`take_pending`) before each pass and checks `pending()` when it is done, so
+    a commit that lands mid-run is never lost."""
+
+    files: StateFiles
+
+    def take_pending(self) -> bool:
+        """True if a pass was requested since the last take; clears the request."""
+        try:
+            self.files.pending.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def pending(self) -> bool:
+        return self.files.pending.exists()
+
+
+@contextlib.contextmanager
+def writer(files: StateFiles, *, wait: bool) -> Iterator[Writer | None]:
+    """Hold the vault's writer lock; yields None at once if it is taken and `wait` is False.
+
+    The one entry to the write path: ingest, rebuild, a saved changes file and audit decisions
+    all run under it."""
+    with hold_lock(files.lock, wait=wait) as held:
+        yield Writer(files) if held else None
+
+
+# --- what other processes read: progress and the hook log ---------------------------------------
+
+
+class ProgressFile:
+    """The live state of an embedding backlog drain, for `vaultmem status` (another process).
+
+    A small JSON file under .git/vaultmem, rewritten at most every PROGRESS_EVERY seconds:
+    the drainer's pid, when it started, chunks done of the total and the smoothed rate."""
+
+    PROGRESS_EVERY = 1.0
+
+    def __init__(self, files: StateFiles) -> None:
+        self.path = files.dir / "progress.json"
+        self.started = time.time()
+        self._last = 0.0
+
+    def update(self, *, done: int, total: int, rate: float | None, final: bool = False) -> None:
+        now = time.time()
+        if not final and now - self._last < self.PROGRESS_EVERY:
+            return
+        self._last = now
+        data = {
+            "pid": os.getpid(),
+            "started_at": self.started,
+            "updated_at": now,
+            "done": done,
+            "total": total,
+            "rate": rate,
+            "finished": final,
+        }
+        with contextlib.suppress(OSError):
+            atomic_write(self.path, json.dumps(data))
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+def read_progress(root: Path) -> dict[str, Any] | None:
+    """The running drainer's progress (see ProgressFile), or None if no drainer is alive."""
+    try:
+        path = gitdiff.git_dir(root) / "vaultmem" / "progress.json"
+        data = json.loads(path.read_text(encoding="utf-8"))
+        os.kill(int(data["pid"]), 0)  # alive?
+    except (OSError, ValueError, KeyError, TypeError, VaultmemError):
+        return None
+    if not isinstance(data, dict) or data.get("finished"):
+        return None
+    return data
+
+
+def log_line(files: StateFiles, message: str) -> None:
+    """Append one line to the hook log (0600): passwords hidden, control characters escaped."""
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    line = clean(redact_url(message), newlines=False)
+    fd = os.open(files.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o600)  # the hook's shell may have created it with the umask's mode
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        f.write(f"{stamp} pid={os.getpid()} {line}\n")

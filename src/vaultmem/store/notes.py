@@ -1,0 +1,139 @@
+"""What readers ask of the indexed notes: the MCP tools, the preferences block, `verify` and the
+freshness check.
+
+Search's own candidate statements stay in the search room; these are the small look-ups around
+them. Every function leaves transaction control to the caller, as `tables` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from .db import Conn
+from .tables import IndexedAs
+
+__all__ = [
+    "Held",
+    "NoteCounts",
+    "chunk_hashes",
+    "chunk_texts",
+    "held_kind",
+    "held_version",
+    "indexed_blobs",
+    "note_counts",
+    "note_paths_with_id",
+    "note_titles",
+    "note_warnings",
+]
+
+
+class NoteCounts(NamedTuple):
+    notes: int
+    quarantined: int
+
+
+@dataclass(frozen=True)
+class Held:
+    """The index's own verdict on one version of a path that it does not serve: quarantined
+    (`rule_ids` set) or skipped (`reason` and `code` set)."""
+
+    rule_ids: list[str] | None
+    reason: str | None
+    code: str | None
+
+
+def chunk_texts(conn: Conn, vault_id: int, path: str) -> list[str]:
+    """The indexed text of a note, chunk by chunk, in order ([] when it is not indexed)."""
+    rows = conn.execute(
+        "SELECT content FROM memory_primary WHERE vault_id = %s AND path = %s ORDER BY chunk_index",
+        (vault_id, path),
+    ).fetchall()
+    return [r["content"] for r in rows]
+
+
+def held_kind(conn: Conn, vault_id: int, path: str) -> IndexedAs | None:
+    """QUARANTINED or SKIPPED when the index keeps `path` out of search; None otherwise."""
+    row = conn.execute(
+        "SELECT 'quarantined' AS kind FROM memory_secure_audit WHERE vault_id = %(v)s"
+        " AND path = %(p)s UNION ALL SELECT 'skipped' FROM memory_skipped"
+        " WHERE vault_id = %(v)s AND path = %(p)s",
+        {"v": vault_id, "p": path},
+    ).fetchone()
+    return None if row is None else IndexedAs(row["kind"])
+
+
+def held_version(conn: Conn, vault_id: int, path: str, blob: str) -> Held | None:
+    """The index's verdict on `path` at exactly `blob` when it keeps that version out: a
+    quarantine no review allowed, or a skip. None when it holds neither for that version."""
+    row = conn.execute(
+        "SELECT rule_ids, NULL AS reason, NULL AS code FROM memory_secure_audit"
+        " WHERE vault_id = %(v)s AND path = %(p)s AND blob_sha = %(b)s"
+        " AND NOT EXISTS (SELECT 1 FROM audit_allow a WHERE a.vault_id = %(v)s"
+        "   AND a.path = %(p)s AND a.blob_sha = %(b)s)"
+        " UNION ALL SELECT NULL, reason, code FROM memory_skipped"
+        " WHERE vault_id = %(v)s AND path = %(p)s AND blob_sha = %(b)s",
+        {"v": vault_id, "p": path, "b": blob},
+    ).fetchone()
+    if row is None:
+        return None
+    rule_ids = None if row["rule_ids"] is None else list(row["rule_ids"])
+    return Held(rule_ids, row["reason"], row["code"])
+
+
+def note_paths_with_id(conn: Conn, vault_id: int, note_id: str) -> list[str]:
+    """The indexed notes whose id (the first 10 hex digits of md5(path)) is `note_id`."""
+    rows = conn.execute(
+        "SELECT path FROM memory_notes WHERE vault_id = %s AND left(md5(path), 10) = %s",
+        (vault_id, note_id),
+    ).fetchall()
+    return [str(r["path"]) for r in rows]
+
+
+def note_titles(conn: Conn, vault_id: int, paths: Sequence[str]) -> dict[str, str]:
+    """path -> title, for the `paths` indexed as notes."""
+    rows = conn.execute(
+        "SELECT path, title FROM memory_notes WHERE vault_id = %s AND path = ANY(%s)",
+        (vault_id, list(paths)),
+    ).fetchall()
+    return {r["path"]: r["title"] for r in rows}
+
+
+def note_counts(conn: Conn, vault_id: int) -> NoteCounts:
+    """How many notes the vault has indexed, and how many files it holds quarantined."""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM memory_notes WHERE vault_id = %(v)s) AS notes,"
+        " (SELECT count(*) FROM memory_secure_audit WHERE vault_id = %(v)s) AS held",
+        {"v": vault_id},
+    ).fetchone()
+    return NoteCounts(row["notes"], row["held"]) if row else NoteCounts(0, 0)
+
+
+def note_warnings(conn: Conn, vault_id: int) -> list[dict[str, Any]]:
+    """Notes indexed with a caveat (e.g. malformed front matter indexed as plain text)."""
+    rows: list[Any] = conn.execute(
+        "SELECT path, warnings FROM memory_notes WHERE vault_id = %s"
+        " AND cardinality(warnings) > 0 ORDER BY path",
+        (vault_id,),
+    ).fetchall()
+    return [{"path": r["path"], "warnings": list(r["warnings"])} for r in rows]
+
+
+def chunk_hashes(conn: Conn, vault_id: int) -> dict[str, list[str]]:
+    """path -> its chunks' content hashes in chunk order, for every note of the vault."""
+    rows = conn.execute(
+        "SELECT path, array_agg(content_hash ORDER BY chunk_index) AS hashes"
+        " FROM memory_primary WHERE vault_id = %s GROUP BY path",
+        (vault_id,),
+    ).fetchall()
+    return {r["path"]: list(r["hashes"]) for r in rows}
+
+
+def indexed_blobs(conn: Conn, vault_id: int, paths: Sequence[str]) -> dict[str, str]:
+    """path -> the blob the index holds, for the `paths` indexed as notes."""
+    rows = conn.execute(
+        "SELECT path, blob_sha FROM memory_notes WHERE vault_id = %s AND path = ANY(%s)",
+        (vault_id, list(paths)),
+    ).fetchall()
+    return {r["path"]: r["blob_sha"] for r in rows}

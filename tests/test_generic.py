@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vaultmem.embed import HashEmbedder
-from vaultmem.search import generic
+from vaultmem.embed import HashEmbedder, generic
 
 
 @pytest.fixture(autouse=True)

@@ -36,7 +36,7 @@ import psycopg
 from .. import store
 from ..config import Settings
 from ..dburl import redact_url
-from ..embed import Embedder, get_embedder
+from ..embed import Embedder, generic, get_embedder
 from ..errors import BlobMissing, VaultmemError
 from ..store import db
 from . import gitdiff, markdown
@@ -362,12 +362,13 @@ class Ingester:
 
     def _prepare_generic(self) -> None:
         """Embed the relevance gate's generic requests if they are not cached for this model
-        yet (module `generic`): searches never do, so this run, in the background, does. Once
-        per model and machine; a no-op (a file check) after that."""
-        from ..search import prepare_generic
-
+        yet (`embed.generic`): searches never do, so this run, in the background, does. Once
+        per model and machine; a no-op (a file check) after that. Only for an embedder with a
+        cache of its own (a local model): a remote API is never sent the list."""
+        if self.embedder.cache_dir is None:
+            return
         try:
-            prepare_generic(self.embedder)
+            generic.prepare(self.embedder)
         except VaultmemError:
             pass  # the next run tries again; until then the gate works without them
 

@@ -29,7 +29,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from . import generic
+from ..embed import generic
 from .fusion import Fusion, fusion_or_default
 from .modes import Mode
 from .prompt import index_is_stemmed, search_terms, tsquery_text

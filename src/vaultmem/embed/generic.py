@@ -55,6 +55,13 @@ _vectors: dict[str, np.ndarray] = {}  # per model and cache file
 _lock = threading.Lock()
 
 
+def forget() -> None:
+    """Drop the vectors this process holds, so the next use reads the cache file (or embeds)
+    as a new process would: after the list or the cache was changed underneath it."""
+    with _lock:
+        _vectors.clear()
+
+
 @cache
 def texts() -> tuple[str, ...]:
     """The generic requests, one per line of the package's file (comments and blanks left out)."""

@@ -3,7 +3,7 @@
 A prompt is analysed (`prompt`: content-free prompts search nothing), one SQL statement fetches
 its vector and full-text candidates (`candidates`: HNSW cosine and BM25), they are fused into
 one hit per note with the evidence each carries (`fusion`, per-model profiles), and the
-relevance gate decides what reaches the user (`relevance`; `generic` tells prompts about
+relevance gate decides what reaches the user (`relevance`; `embed.generic` tells prompts about
 generic coding work apart). `retrieve` (`retrieval`) composes the steps for the readers
 (`vaultmem query`, `vaultmem context` and the Claude Code hook, MCP `search`) and leaves out
 notes HEAD no longer holds.

@@ -1,0 +1,226 @@
+"""Check the cross-language, unanswerable and personal-KB dev corpora in bench/corpora/.
+
+    python3 bench/corpora/check_xlang.py [--data DIR]
+
+Every file must parse; every id must exist in the shared data and carry exactly its qrels;
+every relevant path must exist; every text must look like its declared language by script;
+nothing may repeat. Prints one line per corpus, then each problem; exit status 1 if any.
+The shared data is found the way bench/_data.py finds it: <repo>/../shared/data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import unicodedata
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data"
+PROMPTS = REPO / "bench" / "prompts"
+
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+KANA_HANGUL = re.compile(r"[\u3040-\u30ff\uac00-\ud7af]")
+LATIN = re.compile(r"[A-Za-z]")
+
+problems: list[str] = []
+
+
+def problem(where: str, what: str) -> None:
+    problems.append(f"{where}: {what}")
+
+
+def norm(text: str) -> str:
+    """The form two prompts are compared in: NFKC, case-folded, spaces and end punctuation gone."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return re.sub(r"[\s.?!。？！,，]+", "", text)
+
+
+def looks_like(lang: str, text: str) -> str | None:
+    """Why `text` does not look like `lang` (by script), or None.
+
+    English: no Chinese, Japanese or Korean characters at all. Chinese: at least 2 Han
+    characters, no kana or hangul, and Han characters at least 15 % of the letters (Chinese
+    coding prompts and science claims carry Latin identifiers and gene names)."""
+    han = len(CJK.findall(text))
+    latin = len(LATIN.findall(text))
+    if lang == "en":
+        if han or KANA_HANGUL.search(text):
+            return f"English text contains CJK characters: {text[:60]!r}"
+        if latin < 2:
+            return f"English text has no Latin letters: {text[:60]!r}"
+        return None
+    if lang == "zh":
+        if KANA_HANGUL.search(text):
+            return f"Chinese text contains kana or hangul: {text[:60]!r}"
+        if han < 2 or han < 0.15 * (han + latin):
+            return (
+                f"Chinese text has too few Han characters ({han} Han, {latin} Latin): {text[:60]!r}"
+            )
+        return None
+    return f"unknown language {lang!r}"
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    if not path.is_file():
+        problem(str(path.relative_to(REPO)), "missing")
+        return
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                problem(f"{path.relative_to(REPO)}:{n}", "blank line")
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                problem(f"{path.relative_to(REPO)}:{n}", f"not JSON ({e})")
+                continue
+            if not isinstance(row, dict):
+                problem(f"{path.relative_to(REPO)}:{n}", "not a JSON object")
+                continue
+            yield n, row
+
+
+def check_rows(
+    path: Path,
+    keys: set[str],
+    optional: frozenset[str] = frozenset(),
+    lang: str | None = None,
+    extra: Callable[[str, dict], None] | None = None,
+) -> list[dict]:
+    """The rows of `path`, each checked for its keys, types, language and duplicates."""
+    rows: list[dict] = []
+    ids: Counter[str] = Counter()
+    texts: dict[str, str] = {}
+    rel = path.relative_to(REPO)
+    for n, row in read_jsonl(path):
+        where = f"{rel}:{n}"
+        missing, unknown = keys - row.keys(), row.keys() - keys - optional
+        if missing or unknown:
+            problem(where, f"keys: missing {sorted(missing)}, unexpected {sorted(unknown)}")
+            continue
+        if not all(isinstance(row[k], str) and row[k].strip() for k in keys - {"relevant"}):
+            problem(where, "every field but relevant must be a non-empty string")
+            continue
+        if row["query"] != row["query"].strip():
+            problem(where, "query has leading or trailing white space")
+        if lang and row["lang"] != lang:
+            problem(where, f"lang {row['lang']!r}, file is {lang!r}")
+        why = looks_like(row["lang"], row["query"])
+        if why:
+            problem(where, why)
+        ids[row["id"]] += 1
+        key = norm(row["query"])
+        if key in texts:
+            problem(where, f"same query as id {texts[key]}: {row['query'][:60]!r}")
+        texts.setdefault(key, row["id"])
+        if extra:
+            extra(where, row)
+        rows.append(row)
+    for i, k in ids.items():
+        if k > 1:
+            problem(str(rel), f"id {i} appears {k} times")
+    return rows
+
+
+def check_relevant_list(where: str, row: dict) -> list[str]:
+    rel = row["relevant"]
+    if not (isinstance(rel, list) and rel and all(isinstance(r, str) and r for r in rel)):
+        problem(where, "relevant must be a non-empty list of strings")
+        return []
+    if len(set(rel)) != len(rel):
+        problem(where, "relevant lists an item twice")
+    return rel
+
+
+# --- the shared BEIR data ------------------------------------------------------------------
+
+
+def load_beir(base: Path) -> tuple[set[str], dict[str, str], dict[str, set[str]]]:
+    corpus = set()
+    for line in open(base / "corpus.jsonl", encoding="utf-8"):
+        corpus.add(str(json.loads(line)["_id"]))
+    queries = {}
+    for line in open(base / "queries.jsonl", encoding="utf-8"):
+        q = json.loads(line)
+        queries[str(q["_id"])] = q["text"]
+    qrels: dict[str, set[str]] = defaultdict(set)
+    with open(base / "qrels" / "test.tsv", encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            parts = line.rstrip("\n").split("\t")
+            if i == 0 and not parts[-1].isdigit():
+                continue
+            if int(parts[2]) > 0:
+                qrels[parts[0]].add(parts[1])
+    return corpus, queries, qrels
+
+
+def check_translated(name: str, lang: str, data: Path, per_doc: int | None, least: int) -> str:
+    base = data / {"cmrc_en": "cmrc2018_dev", "scifact_zh": "scifact"}[name]
+    if not base.is_dir():
+        problem(name, f"shared data not found at {base} (pass --data)")
+        return f"{name}: not checked"
+    corpus, queries, qrels = load_beir(base)
+    docs: Counter[str] = Counter()
+
+    def extra(where: str, row: dict) -> None:
+        rel = check_relevant_list(where, row)
+        qid = row["id"]
+        if qid not in queries:
+            problem(where, f"id {qid} is not a query in {base.name}")
+            return
+        if qid not in qrels:
+            problem(where, f"id {qid} has no qrels in {base.name}")
+        for d in rel:
+            if d not in corpus:
+                problem(where, f"relevant {d} is not in {base.name}/corpus.jsonl")
+            docs[d] += 1
+        if set(rel) != qrels.get(qid, set()):
+            problem(
+                where, f"relevant {sorted(rel)} differs from qrels {sorted(qrels.get(qid, []))}"
+            )
+        if norm(row["query"]) == norm(queries[qid]):
+            problem(where, "query is the untranslated original")
+
+    path = HERE / name / "questions.jsonl"
+    rows = check_rows(path, {"id", "lang", "query", "relevant"}, lang=lang, extra=extra)
+    if len(rows) < least:
+        problem(name, f"{len(rows)} questions, want at least {least}")
+    if per_doc:
+        for d, k in docs.items():
+            if k > per_doc:
+                problem(name, f"paragraph {d} has {k} questions, at most {per_doc} wanted")
+    check_readme(name)
+    return f"{name}: {len(rows)} questions on {len(docs)} documents"
+
+
+def check_readme(name: str) -> None:
+    readme = HERE / name / "README.md"
+    if not readme.is_file():
+        problem(name, "README.md missing")
+    elif "license" not in readme.read_text(encoding="utf-8").casefold():
+        problem(name, "README.md says nothing about the license")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1].strip())
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data directory")
+    args = ap.parse_args()
+    lines = [
+        check_translated("cmrc_en", "en", args.data, per_doc=2, least=200),
+    ]
+    for line in lines:
+        print(line)
+    for p in problems:
+        print("PROBLEM", p, file=sys.stderr)
+    print("ok" if not problems else f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -213,6 +213,7 @@ def main() -> int:
     args = ap.parse_args()
     lines = [
         check_translated("cmrc_en", "en", args.data, per_doc=2, least=200),
+        check_translated("scifact_zh", "zh", args.data, per_doc=None, least=200),
     ]
     for line in lines:
         print(line)

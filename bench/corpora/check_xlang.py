@@ -41,16 +41,22 @@ def norm(text: str) -> str:
     return re.sub(r"[\s.?!。？！,，]+", "", text)
 
 
+def prose(text: str) -> str:
+    """The natural-language part of a prompt: lines with Han characters, `code spans` removed.
+    A Chinese request quoting a traceback or a snippet is still a Chinese request."""
+    lines = [line for line in text.splitlines() if CJK.search(line)] or [text]
+    return re.sub(r"`[^`]*`", " ", "\n".join(lines))
+
+
 def looks_like(lang: str, text: str) -> str | None:
     """Why `text` does not look like `lang` (by script), or None.
 
-    English: no Chinese, Japanese or Korean characters at all. Chinese: at least 2 Han
-    characters, no kana or hangul, and Han characters at least 15 % of the letters (Chinese
-    coding prompts and science claims carry Latin identifiers and gene names)."""
-    han = len(CJK.findall(text))
+    English: no Chinese, Japanese or Korean characters at all. Chinese: a Han character at
+    least, no kana or hangul, and Han characters at least 15 % of the letters of its prose
+    (Chinese prompts and claims carry Latin identifiers, commands and gene names)."""
     latin = len(LATIN.findall(text))
     if lang == "en":
-        if han or KANA_HANGUL.search(text):
+        if CJK.search(text) or KANA_HANGUL.search(text):
             return f"English text contains CJK characters: {text[:60]!r}"
         if latin < 2:
             return f"English text has no Latin letters: {text[:60]!r}"
@@ -58,7 +64,9 @@ def looks_like(lang: str, text: str) -> str | None:
     if lang == "zh":
         if KANA_HANGUL.search(text):
             return f"Chinese text contains kana or hangul: {text[:60]!r}"
-        if han < 2 or han < 0.15 * (han + latin):
+        words = prose(text)
+        han, latin = len(CJK.findall(words)), len(LATIN.findall(words))
+        if han < 1 or han < 0.15 * (han + latin):
             return (
                 f"Chinese text has too few Han characters ({han} Han, {latin} Latin): {text[:60]!r}"
             )
@@ -199,6 +207,49 @@ def check_translated(name: str, lang: str, data: Path, per_doc: int | None, leas
     return f"{name}: {len(rows)} questions on {len(docs)} documents"
 
 
+UNANSWERABLE = {"coding_en": 150, "coding_zh": 150, "general_en": 80, "general_zh": 80}
+
+
+def existing_prompts() -> dict[str, str]:
+    """The prompts already in bench/prompts/ (normalised -> file), which these must not repeat."""
+    seen: dict[str, str] = {}
+    for path in sorted(PROMPTS.glob("*.txt")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip() and not line.startswith("#"):
+                seen.setdefault(norm(line), path.name)
+    return seen
+
+
+def check_unanswerable(seen: dict[str, str]) -> str:
+    """Prompts no vault answers: exact counts, one language a file, kinds `<file group>/<kind>`,
+    no repeats across the files or of bench/prompts/."""
+    counts = []
+    ids: dict[str, str] = {}
+    for name, want in UNANSWERABLE.items():
+        group, lang = name.split("_")
+        path = HERE / "unanswerable" / f"{name}.jsonl"
+
+        def extra(where: str, row: dict, group: str = group, name: str = name) -> None:
+            kind = row["kind"]
+            if not re.fullmatch(rf"{group}/[a-z-]+", kind):
+                problem(where, f"kind {kind!r} is not {group}/<kind>")
+            if row["id"] in ids and ids[row["id"]] != name:
+                problem(where, f"id {row['id']} also in {ids[row['id']]}")
+            ids[row["id"]] = name
+            key = norm(row["query"])
+            if key in seen:
+                problem(where, f"repeats {seen[key]}: {row['query'][:60]!r}")
+            seen[key] = f"unanswerable/{name}.jsonl"
+
+        rows = check_rows(path, {"id", "lang", "query", "kind"}, lang=lang, extra=extra)
+        if len(rows) != want:
+            problem(f"unanswerable/{name}.jsonl", f"{len(rows)} prompts, want {want}")
+        kinds = Counter(r["kind"] for r in rows)
+        counts.append(f"{name} {len(rows)} ({len(kinds)} kinds)")
+    check_readme("unanswerable")
+    return "unanswerable: " + ", ".join(counts)
+
+
 def check_readme(name: str) -> None:
     readme = HERE / name / "README.md"
     if not readme.is_file():
@@ -214,6 +265,7 @@ def main() -> int:
     lines = [
         check_translated("cmrc_en", "en", args.data, per_doc=2, least=200),
         check_translated("scifact_zh", "zh", args.data, per_doc=None, least=200),
+        check_unanswerable(existing_prompts()),
     ]
     for line in lines:
         print(line)

@@ -250,6 +250,161 @@ def check_unanswerable(seen: dict[str, str]) -> str:
     return "unanswerable: " + ", ".join(counts)
 
 
+KB = HERE / "personal_kb"
+WIKI_LINK = re.compile(r"\[\[([^\]|#]+)(?:#[^\]|]*)?(?:\|[^\]]*)?\]\]")
+FLOW_LIST = re.compile(r"\[(.*)\]")
+
+
+def front_matter(text: str) -> dict[str, str] | None:
+    """The `key: value` lines of a note's leading --- block, or None if it has none."""
+    if not text.startswith("---\n"):
+        return None
+    end = text.find("\n---\n", 4)
+    if end < 0:
+        return None
+    fields = {}
+    for line in text[4:end].splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    return fields
+
+
+def han_share(text: str) -> float:
+    """Han characters among the letters of a note's prose (code blocks and spans left out)."""
+    text = re.sub(r"`[^`]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
+    han, latin = len(CJK.findall(text)), len(LATIN.findall(text))
+    return han / (han + latin) if han + latin else 0.0
+
+
+def check_vault() -> tuple[dict[str, str], dict[str, str], str]:
+    """The vault's notes (path -> text) and languages (path -> en|zh), and a summary line.
+
+    Every note: 300-4,000 characters, front matter with a non-empty `tags` list, an `aliases`
+    list and `lang` (en or zh) that its script agrees with (Han share of the prose under 10 %
+    for English, over 40 % for Chinese); every [[wiki link]] names an existing note; file
+    stems are unique (Obsidian links by stem)."""
+    vault = KB / "vault"
+    notes: dict[str, str] = {}
+    langs: dict[str, str] = {}
+    stems: dict[str, str] = {}
+    for path in sorted(vault.rglob("*")):
+        rel = path.relative_to(vault).as_posix()
+        where = f"personal_kb/vault/{rel}"
+        if path.is_symlink() or not path.is_file():
+            if path.is_symlink():
+                problem(where, "symlink")
+            continue
+        if path.suffix != ".md":
+            problem(where, "not a Markdown note")
+            continue
+        text = path.read_text(encoding="utf-8")
+        notes[rel] = text
+        if not 300 <= len(text) <= 4000:
+            problem(where, f"{len(text)} characters, want 300-4,000")
+        stem = path.name[: -len(".md")]
+        if stem in stems:
+            problem(where, f"same file name as {stems[stem]}: [[{stem}]] would be ambiguous")
+        stems[stem] = rel
+        fm = front_matter(text)
+        if fm is None:
+            problem(where, "no front matter")
+            continue
+        for key in ("tags", "aliases"):
+            m = FLOW_LIST.fullmatch(fm.get(key, ""))
+            if not m:
+                problem(where, f"front matter {key} is not a [list]")
+            elif key == "tags" and not m.group(1).strip():
+                problem(where, "no tags")
+        lang = fm.get("lang", "")
+        if lang not in ("en", "zh"):
+            problem(where, f"front matter lang {lang!r}, want en or zh")
+            continue
+        langs[rel] = lang
+        share = han_share(text)
+        if (lang == "en" and share >= 0.1) or (lang == "zh" and share <= 0.4):
+            problem(where, f"lang {lang} but Han characters are {share:.0%} of the letters")
+    for rel, text in notes.items():
+        for target in WIKI_LINK.findall(text):
+            if target.strip() not in stems:
+                problem(f"personal_kb/vault/{rel}", f"[[{target}]] names no note")
+    english = sum(1 for lang in langs.values() if lang == "en")
+    if not 0.55 <= english / max(len(langs), 1) <= 0.65:
+        problem("personal_kb/vault", f"{english} of {len(langs)} notes in English, want 55-65 %")
+    both = [s for s in stems if s.endswith((".zh", ".en")) and s[:-3] in stems]
+    if len(both) < 5:
+        problem("personal_kb/vault", f"{len(both)} notes exist in both languages, want 5 or more")
+    if len(notes) < 75:
+        problem("personal_kb/vault", f"{len(notes)} notes, want about 80")
+    line = f"{len(notes)} notes ({english} en, {len(langs) - english} zh, {len(both)} in both)"
+    return notes, langs, line
+
+
+def check_personal_kb(seen: dict[str, str]) -> str:
+    """The vault, its questions (relevant paths exist, kind agrees with the notes' languages,
+    a rare word occurs in exactly one note and that note is relevant) and its null set."""
+    notes, langs, summary = check_vault()
+    folded = {rel: text.casefold() for rel, text in notes.items()}
+    kinds: Counter[str] = Counter()
+
+    def question(where: str, row: dict) -> None:
+        rel = check_relevant_list(where, row)
+        missing = [r for r in rel if r not in notes]
+        if missing:
+            problem(where, f"relevant {missing} not in vault/")
+            return
+        same = any(langs.get(r) == row["lang"] for r in rel)
+        kind = "same-lang" if same else "cross-lang"
+        if row["kind"] != kind:
+            problem(where, f"kind {row['kind']!r}, the relevant notes' languages make it {kind}")
+        kinds[kind] += 1
+        if "rare" in row:
+            word = row["rare"]
+            kinds["rare"] += 1
+            if not isinstance(word, str) or word.casefold() not in row["query"].casefold():
+                problem(where, f"rare word {word!r} is not in the query")
+                return
+            holders = [r for r, text in folded.items() if word.casefold() in text]
+            if holders != [r for r in rel if r in holders] or len(holders) != 1:
+                problem(
+                    where, f"rare word {word!r} is in {holders}, want exactly the relevant note"
+                )
+
+    rows = check_rows(
+        KB / "questions.jsonl",
+        {"id", "lang", "query", "relevant", "kind"},
+        optional=frozenset({"rare"}),
+        extra=question,
+    )
+    langs_asked = Counter(r["lang"] for r in rows)
+    if len(rows) < 150 or min(langs_asked["en"], langs_asked["zh"]) < 50:
+        problem("personal_kb/questions.jsonl", f"{len(rows)} questions {dict(langs_asked)}")
+    if kinds["cross-lang"] < 35:
+        problem("personal_kb/questions.jsonl", f"{kinds['cross-lang']} cross-language, want ~40")
+    if kinds["rare"] < 18:
+        problem("personal_kb/questions.jsonl", f"{kinds['rare']} rare-word, want ~20")
+    asked = {norm(r["query"]) for r in rows}
+
+    def null(where: str, row: dict) -> None:
+        if row["kind"] not in ("absent-fact", "absent-topic"):
+            problem(where, f"kind {row['kind']!r}, want absent-fact or absent-topic")
+        key = norm(row["query"])
+        if key in asked:
+            problem(where, "also asked in questions.jsonl")
+        if key in seen:
+            problem(where, f"repeats {seen[key]}")
+
+    nulls = check_rows(KB / "unanswerable.jsonl", {"id", "lang", "query", "kind"}, extra=null)
+    null_langs = Counter(r["lang"] for r in nulls)
+    if len(nulls) != 50 or min(null_langs["en"], null_langs["zh"]) < 20:
+        problem("personal_kb/unanswerable.jsonl", f"{len(nulls)} prompts {dict(null_langs)}")
+    check_readme("personal_kb")
+    return (
+        f"personal_kb: {summary}; {len(rows)} questions ({kinds['same-lang']} same-language,"
+        f" {kinds['cross-lang']} cross-language, {kinds['rare']} rare-word); {len(nulls)} unanswerable"
+    )
+
+
 def check_readme(name: str) -> None:
     readme = HERE / name / "README.md"
     if not readme.is_file():
@@ -265,7 +420,8 @@ def main() -> int:
     lines = [
         check_translated("cmrc_en", "en", args.data, per_doc=2, least=200),
         check_translated("scifact_zh", "zh", args.data, per_doc=None, least=200),
-        check_unanswerable(existing_prompts()),
+        check_unanswerable(seen := existing_prompts()),
+        check_personal_kb(seen),
     ]
     for line in lines:
         print(line)

@@ -11,7 +11,8 @@ What is checked:
 - questions.jsonl: fields, unique ids, known kind and lang, every relevant path exists; every
   `evidence` string occurs (case-insensitive, whitespace folded) in at least one relevant note's
   body (front matter excluded: it is not indexed as text), and every relevant note holds at least
-  one of them; for `rare-word` questions, `evidence[0]` occurs in exactly one note of the vault;
+  one of them; for `rare-word` questions, `evidence[0]` occurs (as a whole word, in Latin script) in exactly
+  one note of the vault;
 - unanswerable.jsonl: fields, unique ids, and no `absent` string occurs anywhere in the vault;
 - the whole corpus stays under 1.2 MB.
 
@@ -47,6 +48,17 @@ def fail(msg: str) -> None:
 
 def fold(text: str) -> str:
     return re.sub(r"\s+", " ", text).casefold()
+
+
+def word_pattern(term: str) -> re.Pattern[str]:
+    """`term` as a whole word where it starts or ends with a letter or digit (so "jin" does not
+    match "Beijing"); CJK text has no word boundaries, so there it is a plain substring."""
+    pattern = re.escape(fold(term))
+    if re.match(r"[0-9a-z]", pattern, re.ASCII):
+        pattern = r"(?<![0-9a-z])" + pattern
+    if re.search(r"[0-9a-z]$", pattern, re.ASCII):
+        pattern += r"(?![0-9a-z])"
+    return re.compile(pattern)
 
 
 def body_of(text: str) -> tuple[str, str]:
@@ -150,12 +162,13 @@ def check_questions(notes: dict[str, str]) -> list[dict]:
             others = [
                 p
                 for p, body in folded.items()
-                if p not in present and all(fold(ev) in body for ev in evidence)
+                if p not in present and all(word_pattern(ev).search(body) for ev in evidence)
             ]
             if others:
                 print(f"AUDIT {qid}: all evidence also in {others} ({r.get('query')})")
         if r.get("kind") == "rare-word" and evidence:
-            holders = [p for p, body in folded.items() if fold(evidence[0]) in body]
+            word = word_pattern(evidence[0])
+            holders = [p for p, body in folded.items() if word.search(body)]
             if holders != present:
                 fail(f"{qid}: rare word {evidence[0]!r} is in {len(holders)} notes: {holders[:4]}")
     return rows

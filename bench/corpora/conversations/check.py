@@ -13,7 +13,8 @@ What is checked:
   body (front matter excluded: it is not indexed as text), and every relevant note holds at least
   one of them; for `rare-word` questions, `evidence[0]` occurs (as a whole word, in Latin script) in exactly
   one note of the vault;
-- unanswerable.jsonl: fields, unique ids, and no `absent` string occurs anywhere in the vault;
+- unanswerable.jsonl: fields, unique ids, and no `absent` string occurs anywhere in the vault
+  (as a whole word, in Latin script);
 - the whole corpus stays under 1.2 MB.
 
 `--audit` also prints, for review, notes outside a question's `relevant` list that hold every
@@ -189,10 +190,12 @@ def check_unanswerable(notes: dict[str, str]) -> list[dict]:
             fail(f"{uid}: lang {r.get('lang')!r}")
         if "relevant" in r:
             fail(f"{uid}: an unanswerable prompt has relevant notes")
+        if r.get("about") not in (None, "known-person", "unknown-person"):
+            fail(f"{uid}: about {r.get('about')!r}")
         if not r.get("absent"):
             fail(f"{uid}: no absent strings")
         for term in r.get("absent") or []:
-            if fold(term) in everything:
+            if word_pattern(term).search(everything):
                 fail(f"{uid}: {term!r} does occur in the vault")
     return rows
 

@@ -31,7 +31,7 @@ import math
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from re import Match, Pattern
@@ -223,9 +223,15 @@ _UUID_RE = re.compile(
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 )
 _IDENTIFIER_RE = re.compile(r"^[a-z_][a-z0-9_.]*$")
-# Words joined as code names join them: CamelCase (acronym runs allowed) or snake_case.
-_WORDY_RE = re.compile(
-    r"^(?:[A-Z]{2,}(?=[A-Z][a-z]|$)|[A-Z]?[a-z]{2,})+$|^[a-z]{2,}(?:[_\-][a-z]{2,})+$"
+# A code name's pieces: words in camelCase or PascalCase (an acronym run ends where the next
+# word starts: `BPETokenizer` is BPE, Tokenizer), numbers, and the separators of snake_case,
+# kebab-case and dotted names. Read piece by piece, never as one nested repetition (which
+# backtracks exponentially over a long lowercase run).
+_NAME_CHARS_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_NAME_PIECE_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_CONSONANT_RUN_RE = re.compile(r"[^aeiouy]{5}")
+_TWO_LETTER_WORDS = frozenset(
+    "id is of to at by in on up or as do go if no my me we us it an be ui io os ok ex re de".split()
 )
 # CJK ideographs, kana, hangul and full-width punctuation: where a value written in prose ends.
 _WIDE = WIDE_CLASS
@@ -252,8 +258,49 @@ def is_placeholder(value: str) -> bool:
 
 
 def _is_wordy(value: str) -> bool:
-    """`AbstractSingletonProxyFactoryBean`, `get_random_secret_key`: names, not random tokens."""
-    return bool(_WORDY_RE.match(value))
+    """`AbstractSingletonProxyFactoryBean`, `get_random_secret_key`, `getOAuth2TokenProvider`,
+    `base64EncodedSecretName`: names made of words, not random tokens.
+
+    Words are pieces a person can say (a vowel, no run of five consonants), most of the letters,
+    or at most two acronyms of up to five capitals; at most one lone letter and two short
+    numbers; at least two words of three letters or more. A random token breaks into lone
+    letters, capitals and digits at once."""
+    if not _NAME_CHARS_RE.match(value):
+        return False
+    pieces = _NAME_PIECE_RE.findall(value)
+    words = singles = numbers = acronyms = spoken = vowels = 0
+    for piece in pieces:
+        if piece.isdigit():
+            numbers += 1
+            if len(piece) > 4:
+                return False
+        elif len(piece) == 1:
+            singles += 1
+        elif piece.isupper() and len(piece) <= 5:
+            acronyms += 1
+            words += len(piece) >= 3
+        else:
+            low = piece.lower()
+            if len(low) <= 4 and not any(c in "aeiouy" for c in low):
+                acronyms += 1  # http, sql, cfg: short names said letter by letter
+                words += len(piece) >= 3
+                continue
+            if not any(c in "aeiouy" for c in low) or _CONSONANT_RUN_RE.search(low):
+                return False
+            if len(low) == 2 and low not in _TWO_LETTER_WORDS:
+                return False
+            words += len(piece) >= 3
+            spoken += len(piece)
+            vowels += sum(c in "aeiouy" for c in low)
+    letters = sum(c.isalpha() for c in value)
+    return (
+        words >= 2
+        and singles + acronyms <= 2
+        and singles <= 1
+        and numbers <= 2
+        and spoken >= 0.7 * letters
+        and vowels >= 0.3 * spoken  # English runs near 40 %, random letters near 23 %
+    )
 
 
 _ENTROPY = Base64HighEntropyString()
@@ -287,6 +334,71 @@ class _Hit:
     preview: str | None = None
 
 
+# --- bounds on the work of a scan ------------------------------------------------------------
+# Python's regex engine backtracks, so even a careful pattern can cost the square of the line
+# it is given. No rule is ever handed a line longer than SCAN_LINE_CHARS: a longer line is cut
+# into windows of that width, each repeating the last SCAN_OVERLAP characters of the one
+# before, so any secret up to SCAN_OVERLAP characters long is whole in some window. The work
+# of each rule is then at most (note length / window step) x (cost of one window): linear in
+# the note whatever the pattern. Two more bounds hold per note: its length, and the number of
+# candidate matches each rule family may examine (per megabyte, so a long table is fine and a
+# note made of nothing but keywords is not). A note past either is not scanned to the end and
+# is quarantined as "too complex to scan", never indexed unscanned.
+SCAN_LINE_CHARS = 8192
+SCAN_OVERLAP = 2048
+SCAN_NOTE_CHARS = 8_000_000
+RULE_CANDIDATES = 50_000  # per family, per started megabyte
+TOO_COMPLEX = "too-complex-to-scan"
+
+
+@dataclass
+class ScanStats:
+    """What a scan handed its regexes: the deterministic measure of its work (tests, bench)."""
+
+    chars: dict[str, int] = field(default_factory=dict)  # rule family -> characters searched
+    candidates: dict[str, int] = field(default_factory=dict)  # rule family -> matches examined
+    longest_line: int = 0  # the longest line any regex was given
+    too_complex: list[tuple[str, str]] = field(default_factory=list)  # (rule family, why)
+
+    def total_chars(self) -> int:
+        return sum(self.chars.values())
+
+
+def _windowed(text: str) -> tuple[str, list[int], list[int], list[int], int]:
+    """(view, joints, segment starts in the view, the same in `text`, longest view line).
+
+    The view is `text` with every line over SCAN_LINE_CHARS cut into overlapping windows, one
+    per view line; `joints` are the view offsets of the newlines that cut added."""
+    lines = text.split("\n")
+    longest = max(map(len, lines))
+    if longest <= SCAN_LINE_CHARS:
+        return text, [], [0], [0], longest
+    step = SCAN_LINE_CHARS - SCAN_OVERLAP
+    pieces: list[str] = []
+    joints: list[int] = []
+    seg_view: list[int] = []
+    seg_text: list[int] = []
+    vpos = tpos = 0
+    for line in lines:
+        if len(line) <= SCAN_LINE_CHARS:
+            if not seg_view or vpos - seg_view[-1] != tpos - seg_text[-1]:
+                seg_view.append(vpos)
+                seg_text.append(tpos)
+            pieces.append(line)
+            vpos += len(line) + 1
+        else:
+            starts = [*range(0, len(line) - SCAN_LINE_CHARS, step), len(line) - SCAN_LINE_CHARS]
+            for k, start in enumerate(starts):
+                if k:
+                    joints.append(vpos - 1)
+                seg_view.append(vpos)
+                seg_text.append(tpos + start)
+                pieces.append(line[start : start + SCAN_LINE_CHARS])
+                vpos += SCAN_LINE_CHARS + 1
+        tpos += len(line) + 1
+    return "\n".join(pieces), joints, seg_view, seg_text, SCAN_LINE_CHARS
+
+
 class _Note:
     """The text under scan, with cheap gates so a costly regex only runs where it could match.
 
@@ -295,38 +407,100 @@ class _Note:
     lines holding a literal (offsets are mapped back), which is what keeps a 1 MB note fast.
     `strict` is set for a note whose name says it holds secrets (`passwords.md`, `密码.md`):
     its `label: value` lines and table cells are held to a lower bar.
+
+    `text` is the bounded view of the note (see SCAN_LINE_CHARS): rules work on it and report
+    offsets in it; `source_span` maps them back to the note. `rule` names the rule family that
+    is running, whose candidates `find` counts against RULE_CANDIDATES.
     """
 
-    def __init__(self, text: str, strict: bool = False) -> None:
-        self.text = text
+    def __init__(self, text: str, strict: bool = False, stats: ScanStats | None = None) -> None:
+        self.source = text
+        self.text, self._joints, self._seg_view, self._seg_text, longest = _windowed(text)
         self.strict = strict
-        lowered = text.lower()
+        self.stats = stats if stats is not None else ScanStats()
+        self.stats.longest_line = max(self.stats.longest_line, longest)
+        self.rule = "other"
+        self.stopped: set[str] = set()
+        self.budget = RULE_CANDIDATES * (1 + len(text) // 1_000_000)
+        lowered = self.text.lower()
         # Some characters change length when lower-cased; then gating by offsets is unsafe.
-        self.lower = lowered if len(lowered) == len(text) else None
+        self.lower = lowered if len(lowered) == len(self.text) else None
         self._views: dict[tuple[str, ...], tuple[str, list[int], list[int]]] = {}
+
+    def child(self, text: str) -> _Note:
+        """A text derived from this note (a decoded value, two joined lines), scanned under the
+        same budget."""
+        inner = _Note(text, stats=self.stats)
+        inner.rule, inner.budget, inner.stopped = self.rule, self.budget, self.stopped
+        return inner
+
+    def source_span(self, start: int, end: int) -> tuple[int, int]:
+        if len(self._seg_view) == 1:
+            return start, end
+        i = bisect_right(self._seg_view, start) - 1
+        j = bisect_right(self._seg_view, max(start, end - 1)) - 1
+        return (
+            self._seg_text[i] + start - self._seg_view[i],
+            self._seg_text[j] + end - self._seg_view[j],
+        )
+
+    def joint(self, pos: int) -> bool:
+        """True if the newline at view offset `pos` was added by cutting a long line."""
+        if not self._joints:
+            return False
+        i = bisect_right(self._joints, pos) - 1
+        return i >= 0 and self._joints[i] == pos
+
+    def cut(self, start: int, end: int) -> bool:
+        """True if a match at [start, end) runs into a window's edge: it may go on beyond."""
+        return bool(self._joints) and (self.joint(start - 1) or self.joint(end))
 
     def has(self, gate: tuple[str, ...]) -> bool:
         low = self.lower if self.lower is not None else self.text.lower()
         return any(word in low for word in gate)
 
+    def _searched(self, chars: int) -> None:
+        self.stats.chars[self.rule] = self.stats.chars.get(self.rule, 0) + chars
+
+    def spend(self, n: int = 1) -> bool:
+        """Count `n` candidates for the running rule family; False once it is over budget."""
+        if self.rule in self.stopped:
+            return False
+        used = self.stats.candidates.get(self.rule, 0) + n
+        self.stats.candidates[self.rule] = used
+        if used > self.budget:
+            self.stopped.add(self.rule)
+            why = f"more than {self.budget:,} candidate matches for the {self.rule} rules"
+            self.stats.too_complex.append((self.rule, why))
+            return False
+        return True
+
     def find(
         self, pattern: Pattern[str], gate: tuple[str, ...] = (), lines: bool = False
     ) -> Iterable[tuple[Match[str], int]]:
         """Matches of `pattern`, each with the offset to add to its positions."""
+        if self.rule in self.stopped:
+            return
         if not gate or self.lower is None:
-            for m in pattern.finditer(self.text):
-                yield m, 0
+            sub, shift = self.text, 0
+        elif not any(word in self.lower for word in gate):
             return
-        if not any(word in self.lower for word in gate):
+        elif not lines:
+            sub, shift = self.text, 0
+        else:
+            sub, sub_starts, starts = self._view(gate)
+            self._searched(len(sub))
+            for m in pattern.finditer(sub):
+                if not self.spend():
+                    return
+                i = bisect_right(sub_starts, m.start()) - 1
+                yield m, starts[i] - sub_starts[i]
             return
-        if not lines:
-            for m in pattern.finditer(self.text):
-                yield m, 0
-            return
-        sub, sub_starts, starts = self._view(gate)
+        self._searched(len(sub))
         for m in pattern.finditer(sub):
-            i = bisect_right(sub_starts, m.start()) - 1
-            yield m, starts[i] - sub_starts[i]
+            if not self.spend():
+                return
+            yield m, shift
 
     def _view(self, gate: tuple[str, ...]) -> tuple[str, list[int], list[int]]:
         if gate not in self._views:
@@ -430,6 +604,29 @@ _PLUGIN_GATES: dict[str, list[_Gate]] = {
 }
 
 
+# Upstream patterns that backtrack over the square of a line, and their linear equivalents.
+# ` *` / ` +` / ` *` around the operator retry every split of a run of spaces; a JWT, npm or
+# OpenAI pattern retried from each `eyJ` / `//` / `sk-` inside one long run re-reads the run.
+_SPACED_OPERATOR = "(?: *)(?:=|:|:=|=>| +|::)(?: *)"
+_LINEAR_OPERATOR = "(?: *+)(?:(?:=>|:=|::|=|:)(?: *+)|(?<= ))"
+_LINEAR_PLUGIN_PATTERNS = {
+    r"eyJ[A-Za-z0-9-_=]+\.[A-Za-z0-9-_=]+\.?[A-Za-z0-9-_.+/=]*?": (
+        r"(?<![A-Za-z0-9_=-])eyJ[A-Za-z0-9_=-]++\.[A-Za-z0-9_=-]++\.?[A-Za-z0-9_.+/=-]*?"
+    ),
+    r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*": (
+        r"(?<!/)//[^\s]{1,256}?/:_authToken=[ \t]*+((npm_\S+)|([A-Fa-f0-9-]{36}))"
+    ),
+    r"sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}": (
+        r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}"
+    ),
+}
+
+
+def _linear(pattern: str) -> str:
+    pattern = _LINEAR_PLUGIN_PATTERNS.get(pattern, pattern)
+    return pattern.replace(_SPACED_OPERATOR, _LINEAR_OPERATOR)
+
+
 def _plugin_patterns() -> tuple[tuple[str, Pattern[str], tuple[str, ...], bool], ...]:
     # Their patterns were written for single lines: MULTILINE keeps ^/$ per line on a whole note.
     out = []
@@ -441,7 +638,7 @@ def _plugin_patterns() -> tuple[tuple[str, Pattern[str], tuple[str, ...], bool],
             gate, lines = gates[i] if i < len(gates) else ((), False)
             # Tokens never span lines: search only the lines holding the prefix.
             lines = lines or (bool(gate) and rule_id != "private-key")
-            compiled = re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
+            compiled = re.compile(_linear(pattern.pattern), pattern.flags | re.MULTILINE)
             out.append((rule_id, compiled, gate, lines))
     return tuple(out)
 
@@ -676,13 +873,14 @@ _URL_CREDENTIALS_RE = re.compile(
 # query strings (`?user=u&password=…`).
 _CONN_PARAM_RE = re.compile(
     r"(?i)(?:^|[\s;?&\"'])(?:password|pwd|passwd|pass|sslpassword|sharedaccesskey|accountkey)"
-    r"\s*=\s*(?:'((?:[^'\\\n]|\\.)+)'|\"([^\"\n]+)\"|\{([^}\n]+)\}|([^\s;&\"'#]+))"
+    r"[ \t]*+=[ \t]*+(?:'((?:[^'\\\n]|\\.){1,256})'|\"([^\"\n]{1,256})\"|\{([^}\n]{1,256})\}"
+    r"|([^\s;&\"'#]+))"
 )
 _CONN_CONTEXT_RE = re.compile(
     r"(?i)(?:^|[\s;?&\"'])(?:host|hostaddr|server|data source|user id|uid|user|username|dbname"
     r"|database|initial catalog|port|endpoint|accountname|sharedaccesskeyname)\s*="
 )
-_PGPASS_RE = re.compile(r"(?m)^\s*[\w.\-\[\]*]+:(?:\d+|\*):[\w.\-*]+:[\w.\-@*]+:(\S+)\s*$")
+_PGPASS_RE = re.compile(r"(?m)^[ \t]*[\w.\-\[\]*]+:(?:\d+|\*):[\w.\-*]+:[\w.\-@*]+:(\S+)[ \t]*$")
 _NETRC_RE = re.compile(
     r"(?i)\bmachine\s+\S+(?:\s+(?:login|account|port)\s+\S+)*\s+password\s+(\S+)"
 )
@@ -740,7 +938,10 @@ def _url_param_hits(note: _Note) -> Iterable[_Hit]:
 
 # --- passwords written as key: value -------------------------------------------------------
 
-_OPERATOR = r"[*_`'\"\])）]*[ \t]*(?P<op>:=|=>|=(?!=)|:(?!//)|：|[ \t]+is[ \t]+)[*_`]*[ \t]*"
+# Possessive runs: a long run of spaces is read once, not once per way to split it.
+_OPERATOR = (
+    r"[*_`'\"\])）]*+[ \t]*+(?P<op>:=|=>|=(?!=)|:(?!//)|：|(?<=[ \t])is[ \t]++)[*_`]*+[ \t]*+"
+)
 # English and, because notes travel, the password words of other languages written in Latin
 # or Cyrillic script (German, French, Spanish, Portuguese, Italian, Dutch, Polish, Nordic,
 # Turkish, Vietnamese, Russian...).
@@ -879,7 +1080,7 @@ def _password_hit(note: _Note, m: Match[str], key: str, shift: int) -> Iterable[
 def _next_line_password(note: _Note, pos: int) -> Iterable[_Hit]:
     text = note.text
     for _ in range(2):  # at most one blank line between the label and the value
-        if pos >= len(text):
+        if pos >= len(text) or note.joint(pos):
             return
         end = text.find("\n", pos + 1)
         end = len(text) if end == -1 else end
@@ -901,20 +1102,20 @@ _COMMAND_RULES: tuple[tuple[Pattern[str], tuple[str, ...]], ...] = tuple(
     for pattern, gate in (
         # mysql -pSECRET (no space: with a space, -p prompts), mysqldump, mysqladmin
         (
-            r"\bmysql(?:dump|admin|sh)?\b[^\n|;]*?\s-p(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            r"\bmysql(?:dump|admin|sh)?\b[^\n|;]{0,256}?\s-p(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
             ("mysql",),
         ),
         (r"\bsshpass\s+-p\s*(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("sshpass",)),
         (
-            r"\b(?:curl|wget|http|xh)\b[^\n|]*?\s(?:-u|--user)\s*(?P<q>['\"]?)[^\s:'\"]+:(?P<v>[^\s'\"]{3,})(?P=q)",
+            r"\b(?:curl|wget|http|xh)\b[^\n|]{0,256}?\s(?:-u|--user)\s*(?P<q>['\"]?)[^\s:'\"]+:(?P<v>[^\s'\"]{3,})(?P=q)",
             ("-u", "--user"),
         ),
         (
-            r"\bdocker\s+login\b[^\n|]*?\s(?:-p|--password)[\s=](?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            r"\bdocker\s+login\b[^\n|]{0,256}?\s(?:-p|--password)[\s=](?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
             ("docker",),
         ),
         (
-            r"\bredis-cli\b[^\n|]*?\s(?:-a|--pass)\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            r"\bredis-cli\b[^\n|]{0,256}?\s(?:-a|--pass)\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
             ("redis-cli",),
         ),
         (
@@ -926,13 +1127,13 @@ _COMMAND_RULES: tuple[tuple[Pattern[str], tuple[str, ...]], ...] = tuple(
             ("pass:",),
         ),
         (
-            r"\bsmbclient\b[^\n|]*?\s(?:-U|--user)[\s=](?P<q>['\"]?)[^\s%'\"]+%(?P<v>[^\s'\"]{3,})(?P=q)",
+            r"\bsmbclient\b[^\n|]{0,256}?\s(?:-U|--user)[\s=](?P<q>['\"]?)[^\s%'\"]+%(?P<v>[^\s'\"]{3,})(?P=q)",
             ("smbclient",),
         ),
-        (r"\bldap\w+\b[^\n|]*?\s-w\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("ldap",)),
-        (r"\bsqlcmd\b[^\n|]*?\s-P\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("sqlcmd",)),
+        (r"\bldap\w+\b[^\n|]{0,256}?\s-w\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("ldap",)),
+        (r"\bsqlcmd\b[^\n|]{0,256}?\s-P\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("sqlcmd",)),
         (
-            r"\b(?:zip|7z|7za|unzip|rar|unrar)\b[^\n|]*?\s-P?p?\s*(?:-P\s+|-p)(?P<q>['\"]?)(?P<v>[^\s'\"\-][^\s'\"]{2,})(?P=q)",
+            r"\b(?:zip|7z|7za|unzip|rar|unrar)\b[^\n|]{0,256}?\s-P?p?\s*(?:-P\s+|-p)(?P<q>['\"]?)(?P<v>[^\s'\"\-][^\s'\"]{2,})(?P=q)",
             ("zip", "7z", "rar"),
         ),
         (
@@ -942,10 +1143,10 @@ _COMMAND_RULES: tuple[tuple[Pattern[str], tuple[str, ...]], ...] = tuple(
         (r"\bnet\s+user\s+\S+\s+(?P<q>['\"]?)(?P<v>[^\s'\"/*]{4,})(?P=q)", ("net user",)),
         (r"\becho\s+(?P<q>['\"]?)(?P<v>[^\s'\"|]{4,})(?P=q)\s*\|\s*sudo\s+-S", ("sudo",)),
         (
-            r"\b(?:mongo|mongosh)\b[^\n|]*?\s(?:-p|--password)\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            r"\b(?:mongo|mongosh)\b[^\n|]{0,256}?\s(?:-p|--password)\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
             ("mongo",),
         ),
-        (r"\bpsql\b[^\n|]*?password=(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("psql",)),
+        (r"\bpsql\b[^\n|]{0,256}?password=(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("psql",)),
     )
 )
 
@@ -974,7 +1175,8 @@ _TABLE_SECRET_KEY_RE = re.compile(
 )
 
 
-_TABLE_RULE_RE = re.compile(r"\s*:?-{2,}:?\s*")
+_TABLE_RULE_RE = re.compile(r"\s*+:?-{2,}+:?\s*+")
+_TABLE_LABEL_CHARS = 80  # a header or label cell; longer cells are values
 
 
 def _table_cells(line: str) -> list[str] | None:
@@ -997,10 +1199,12 @@ def _table_hits(note: _Note) -> Iterable[_Hit]:
         if cells is None:
             header, header_secret = [], []
             continue
+        if not note.spend():
+            return
         if all(_TABLE_RULE_RE.fullmatch(c) for c in cells):
             continue
-        is_key = [bool(_TABLE_KEY_RE.match(c)) for c in cells]
-        is_secret_key = [bool(_TABLE_SECRET_KEY_RE.search(c)) and len(c) < 60 for c in cells]
+        is_key = [len(c) <= _TABLE_LABEL_CHARS and bool(_TABLE_KEY_RE.match(c)) for c in cells]
+        is_secret_key = [len(c) < 60 and bool(_TABLE_SECRET_KEY_RE.search(c)) for c in cells]
         following = _table_cells(lines[i + 1]) if i + 1 < len(lines) else None
         if following and all(_TABLE_RULE_RE.fullmatch(c) for c in following):
             header, header_secret = is_key, is_secret_key  # a header row holds labels
@@ -1170,8 +1374,8 @@ def _header_hits(note: _Note) -> Iterable[_Hit]:
 # --- secrets in a sensitive-named note: any `label: value` that reads as a password ----------
 
 _LABELLED_RE = re.compile(
-    r"(?m)^[ \t>*\-+]*[^\n:：=|]{1,40}?[*_`]*[ \t]*(?:[:：=]|[ \t]/)[ \t]*[*_`'\"]*"
-    r"(?P<value>[^\s'\"`|*]{6,64})[*_`'\"]*[ \t]*$"
+    r"(?m)^[ \t>*\-+]*+[^\n:：=|]{1,40}?[*_`]*+[ \t]*+(?:[:：=]|(?<=[ \t])/)[ \t]*+[*_`'\"]*+"
+    r"(?P<value>[^\s'\"`|*]{6,64}+)[*_`'\"]*+[ \t]*+$"
 )
 _KEBAB_RE = re.compile(r"^[a-z0-9]+(?:[-_.][a-z0-9]+)+$")
 
@@ -1179,7 +1383,7 @@ _KEBAB_RE = re.compile(r"^[a-z0-9]+(?:[-_.][a-z0-9]+)+$")
 def _strict_hits(note: _Note) -> Iterable[_Hit]:
     if not note.strict:
         return
-    for m in _LABELLED_RE.finditer(note.text):
+    for m, _ in note.find(_LABELLED_RE):
         value = m.group("value")
         if _looks_like_password(value) and not _KEBAB_RE.match(value):
             yield _Hit(m.start("value"), m.end("value"), "password-in-sensitive-note", value, 4)
@@ -1193,27 +1397,32 @@ _DECODED_RULES_GATE = ("://", "password", "passwd", "pwd", "secret", "token", "k
 
 def _base64_hits(note: _Note) -> Iterable[_Hit]:
     """A connection string or key=value secret hidden in base64 (a Kubernetes Secret's data)."""
-    for m in _BASE64_RE.finditer(note.text):
+    for m, _ in note.find(_BASE64_RE):
         raw = m.group()
-        if len(raw) % 4 == 1:
-            continue
+        if len(raw) % 4 == 1 or note.cut(m.start(), m.end()):
+            continue  # not base64, or a run longer than a window (an inline image)
         try:
             decoded = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True).decode("utf-8")
         except (ValueError, UnicodeDecodeError):
             continue
         if not decoded.isprintable() and not all(c.isprintable() or c in "\n\t\r" for c in decoded):
             continue
-        inner = _Note(decoded)
+        inner = note.child(decoded)
         if not inner.has(_DECODED_RULES_GATE):
             continue
         if any(True for rule in _DECODED_RULES for _ in rule(inner)):
             yield _Hit(m.start(), m.end(), "base64-encoded-secret", raw, 1)
 
 
+# The token ending a line, then the rest of it alone on the next. Each run of token characters
+# is tried once (it must start a run, and is taken whole): no split of a long line is retried.
 _WRAPPED_LINE_RE = re.compile(
-    r"(?m)^(?P<first>.*[A-Za-z0-9+/_\-]{16,})[\"']?[ \t]*\\?[ \t]*\n"
-    r"[ \t]*[\"']?(?P<second>[A-Za-z0-9+/_\-=]{8,})[\"']?[ \t]*$"
+    r"(?m)(?<![A-Za-z0-9+/_\-])(?P<tail>[A-Za-z0-9+/_\-]{16,}+)[\"']?[ \t]*\\?[ \t]*(?P<nl>\n)"
+    r"[ \t]*[\"']?(?P<second>[A-Za-z0-9+/_\-=]{8,}+)[\"']?[ \t]*$"
 )
+# How much of the first line before its last token is read again with it: the label
+# (`AZURE_CLIENT_SECRET="…`) and then some.
+_WRAPPED_LEAD = 256
 
 
 def _wrapped_hits(note: _Note) -> Iterable[_Hit]:
@@ -1221,11 +1430,16 @@ def _wrapped_hits(note: _Note) -> Iterable[_Hit]:
     concatenated string literals): scan the joined line with the token and assignment rules."""
     if "-----BEGIN" in note.text:
         return  # PEM bodies are wrapped by design; the private-key rule sees them
-    for m in _WRAPPED_LINE_RE.finditer(note.text):
-        joined = _Note(m.group("first").rstrip("\"' \\") + m.group("second"))
+    for m, _ in note.find(_WRAPPED_LINE_RE):
+        if note.joint(m.start("nl")):
+            continue  # a long line cut into windows, not two lines
+        line_start = m.string.rfind("\n", 0, m.start("tail")) + 1
+        lead = m.string[max(line_start, m.start("tail") - _WRAPPED_LEAD) : m.start("tail")]
+        first = lead + m.group("tail")
+        joined = note.child(first + m.group("second"))
         for rule in (_token_hits, _plugin_hits, _entropy_hits):
             for hit in rule(joined):
-                if hit.end > len(m.group("first").rstrip("\"' \\")):
+                if hit.end > len(first):
                     yield _Hit(m.start("second"), m.end("second"), "wrapped-secret", hit.value, 1)
                     break
             else:
@@ -1241,11 +1455,13 @@ _SEED_LABEL = (
     r"|リカバリーフレーズ"
     r"|シードフレーズ|復元フレーズ|ニーモニック|복구\s?구문|시드\s?구문|니모닉|복구\s?문구|시드\s?문구"
 )
-_SEED_WORD_RUN = r"((?:[a-z]{3,8}(?:[\s,、\"'`]+(?:\d{1,2}[.)][ \t]*)?)){11,23}[a-z]{3,8})"
+_SEED_WORD_RUN = (
+    r"((?:[a-z]{3,8}(?:[\s,、\"'`]{1,12}+(?:\d{1,2}[.)][ \t]{0,4}+)?)){11,23}[a-z]{3,8})"
+)
 _SEED_LABEL_RE = re.compile(r"(?i)" + _SEED_LABEL)
-_SEED_TAIL_RE = re.compile(r"(?i)[^\n]{0,40}?[:：]?[\s\"'`]*" + _SEED_WORD_RUN)
+_SEED_TAIL_RE = re.compile(r"(?i)[^\n]{0,40}?[:：]?[\s\"'`]{0,12}+" + _SEED_WORD_RUN)
 # A line of nothing but 12-24 lowercase words (a class run first: cheap on a 1 MB note).
-_BARE_SEED_RE = re.compile(r"(?m)^[ \t`]*([a-z][a-z ]{38,214}[a-z])[ \t`]*$")
+_BARE_SEED_RE = re.compile(r"(?m)^[ \t`]*+([a-z][a-z ]{38,214}[a-z])[ \t`]*+$")
 _NUMBERED_SEED_RE = re.compile(
     r"(?m)^[ \t]*1[.)][ \t]*[a-z]{3,8}[ \t]*\n"
     r"(?:[ \t]*\d{1,2}[.)][ \t]*[a-z]{3,8}[ \t]*(?:\n|$)){11,23}"
@@ -1271,14 +1487,14 @@ def _seed_hits(note: _Note) -> Iterable[_Hit]:
         words = re.findall(r"[a-zA-Z]+", m.group(1))
         if len(words) >= 12 and not any(w.lower() in _STOPWORDS for w in words):
             yield _Hit(m.start(1), m.end(1), "seed-phrase", m.group(1), 1)
-    for m in _BARE_SEED_RE.finditer(note.text):
+    for m, _ in note.find(_BARE_SEED_RE):
         words = m.group(1).split(" ")
         if len(words) in (12, 15, 18, 21, 24) and not any(w in _STOPWORDS for w in words):
             if len(set(words)) == len(words) and all(3 <= len(w) <= 8 for w in words):
                 yield _Hit(m.start(1), m.end(1), "seed-phrase", m.group(1), 1)
     if "12." not in note.text and "12)" not in note.text:
         return
-    for m in _NUMBERED_SEED_RE.finditer(note.text):
+    for m, _ in note.find(_NUMBERED_SEED_RE):
         words = re.findall(r"[a-z]{3,8}", m.group())
         if len(words) in (12, 15, 18, 21, 24) and not any(w in _STOPWORDS for w in words):
             yield _Hit(m.start(), m.end(), "seed-phrase", m.group(), 1)
@@ -1304,28 +1520,52 @@ _CONTENT_RULES = (
 )
 
 
-def _content_findings(text: str, strict: bool = False) -> list[Finding]:
-    note = _Note(text, strict)
-    hits = sorted(
-        (hit for rule in _CONTENT_RULES for hit in rule(note)),
-        key=lambda h: (h.priority, h.start),
-    )
-    kept: list[_Hit] = []
-    for hit in hits:
-        # One secret, one finding: a GitHub token is not also a "high-entropy secret".
-        if not any(hit.start < k.end and k.start < hit.end for k in kept):
-            kept.append(hit)
-    kept.sort(key=lambda h: h.start)
-    newlines = [m.start() for m in re.finditer("\n", text)] if kept else []
-    return [
-        Finding(
-            h.rule_id,
-            "secret",
-            bisect_right(newlines, h.start) + 1,
-            h.preview or mask(h.value),
-        )
-        for h in kept
+# At most this many findings per note: it is quarantined by the first, the rest only help review.
+MAX_FINDINGS = 1000
+
+
+def _family(rule: Any) -> str:
+    """`_password_hits` -> "password": the name budgets and the audit use for a rule family."""
+    return str(rule.__name__).strip("_").removesuffix("_hits").replace("_", "-")
+
+
+def _content_findings(
+    text: str, strict: bool = False, stats: ScanStats | None = None
+) -> list[Finding]:
+    stats = stats if stats is not None else ScanStats()
+    if len(text) > SCAN_NOTE_CHARS:
+        why = f"{len(text):,} characters; the scan stops at {SCAN_NOTE_CHARS:,}"
+        stats.too_complex.append(("note", why))
+        return [Finding(TOO_COMPLEX, "unscanned", 0, f"too complex to scan: {why}")]
+    note = _Note(text, strict, stats)
+    hits: list[tuple[int, int, int, _Hit]] = []  # (priority, start, end) in the note's own text
+    for rule in _CONTENT_RULES:
+        note.rule = _family(rule)
+        for hit in rule(note):
+            start, end = note.source_span(hit.start, hit.end)
+            hits.append((hit.priority, start, end, hit))
+    hits.sort(key=lambda h: (h[0], h[1]))
+    # One secret, one finding: a GitHub token is not also a "high-entropy secret", and a secret
+    # seen in two overlapping windows of a long line is one secret. Kept spans never overlap,
+    # so checking the neighbours of a span's place among them is enough.
+    starts: list[int] = []
+    kept: list[tuple[int, int, _Hit]] = []
+    for _, start, end, hit in hits:
+        i = bisect_right(starts, start)
+        if i > 0 and kept[i - 1][1] > start:
+            continue
+        if i < len(kept) and kept[i][0] < end:
+            continue
+        starts.insert(i, start)
+        kept.insert(i, (start, end, hit))
+    newlines = [m.start() for m in re.finditer("\n", text)] if kept or stats.too_complex else []
+    out = [
+        Finding(h.rule_id, "secret", bisect_right(newlines, start) + 1, h.preview or mask(h.value))
+        for start, _, h in kept[:MAX_FINDINGS]
     ]
+    for _, why in stats.too_complex:
+        out.append(Finding(TOO_COMPLEX, "unscanned", 0, f"too complex to scan: {why}"))
+    return out
 
 
 # Rules whose hits are credentials beyond doubt (a private key, a vendor token with its own
@@ -1470,13 +1710,15 @@ def _raw_marker_findings(text: str, private_tags: tuple[str, ...]) -> list[Findi
 
 def _front_matter_secret_findings(front_matter: Mapping[str, Any], seen: set[str]) -> list[Finding]:
     """Safety net for callers that scan only the body: check `key: value` pairs themselves."""
+    # One scan of every pair, one per line: bounded like a note, however many keys there are.
+    pairs = "\n".join(
+        f"{key}: {v}" for key, value in front_matter.items() for v in _as_strings(value)
+    )
     out: list[Finding] = []
-    for key, value in front_matter.items():
-        for v in _as_strings(value):
-            for f in _content_findings(f"{key}: {v}"):
-                if f.masked not in seen:
-                    seen.add(f.masked)
-                    out.append(Finding(f.rule_id, f.category, 0, f.masked))
+    for f in _content_findings(pairs) if pairs else ():
+        if f.masked not in seen:
+            seen.add(f.masked)
+            out.append(Finding(f.rule_id, f.category, 0, f.masked))
     return out
 
 
@@ -1516,20 +1758,28 @@ class SensitivePolicy:
         text: str,
         front_matter: Mapping[str, Any] | None = None,
         tags: Iterable[str] = (),
+        stats: ScanStats | None = None,
     ) -> list[Finding]:
         """Every reason `path` must not be indexed; empty means index it.
 
         Path findings first (line 0), then explicit markers (line 0), then content findings in
         text order. `text` is the whole note (front matter included, so line numbers match the
         file); front matter values are checked again on their own in case the caller passes only
-        the body. A name with a sensitive keyword makes the content scan strict.
+        the body. A name with a sensitive keyword makes the content scan strict. `stats`, when
+        given, receives what the content scan handed its regexes (see `ScanStats`).
+
+        The work is bounded (SCAN_LINE_CHARS, SCAN_NOTE_CHARS, RULE_CANDIDATES): a note the
+        scan cannot finish within its bounds gets a `too-complex-to-scan` finding, so it is
+        quarantined rather than indexed unscanned.
         """
         front_matter = front_matter or {}
         findings = _path_findings(path)
         findings += _marker_findings(front_matter, tags, self.private_tags)
         if not front_matter and not any(f.category == "private" for f in findings):
             findings += _raw_marker_findings(text, self.private_tags)
-        content = _content_findings(text, strict=_name_has_keyword(path, self.name_keywords))
+        content = _content_findings(
+            text, strict=_name_has_keyword(path, self.name_keywords), stats=stats
+        )
         findings += content
         findings += _front_matter_secret_findings(front_matter, {f.masked for f in content})
         return findings

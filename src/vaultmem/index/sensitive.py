@@ -27,6 +27,7 @@ read next to every rule it affects.
 from __future__ import annotations
 
 import base64
+import itertools
 import math
 import re
 from bisect import bisect_right
@@ -157,7 +158,12 @@ def _path_findings(path: str) -> list[Finding]:
     # A note is judged by its name without the note extension: `env.local.md` is `env.local`,
     # while `env.md` (notes about env(1)) is not `env.*`.
     bare = name[: -len(pure.suffix)] if pure.suffix.lower() in _NOTE_SUFFIXES else name
-    pattern = next((p for p in SECRET_FILE_PATTERNS if fnmatchcase(bare, p)), None)
+    patterns = SECRET_FILE_PATTERNS
+    if pure.suffix.lower() in (".md", ".markdown"):
+        # A Markdown note named `credentials-rotation.md` is as likely a design note as a list
+        # of logins: its name makes the content scan strict (a name keyword), not a verdict.
+        patterns = tuple(p for p in patterns if not p.startswith("credentials"))
+    pattern = next((p for p in patterns if fnmatchcase(bare, p)), None)
     if pattern is None:
         pattern = next(
             (f"*{s}.*" for s in pure.suffixes[:-1] if s.lower() in SECRET_SUFFIXES), None
@@ -165,7 +171,29 @@ def _path_findings(path: str) -> list[Finding]:
     if pattern is not None:
         out.append(Finding("secret-filename", "sensitive-path", 0, f"name matches {pattern}"))
     out += path_token_findings(path)
+    out += _path_password_findings(path)
     return out
+
+
+# A password written into a file name: `router-password-Kq7x8Lm2z.md`, `密码 Abc12345x.md`.
+# In a name, `-`, `_` and blanks separate words, so the value is the word after the label.
+_PATH_PASSWORD_RE = re.compile(
+    r"(?i)(?:(?<![a-z])(?:"
+    + r"password|passwd|passwort|kennwort|passcode|pwd|pw|pass|mot[ _\-]de[ _\-]passe|mdp"
+    + r"|contrase[ñn]a|senha|wachtwoord|has[łl]o|salasana|[şs]ifre|пароль"
+    + r")s?[ _\-=:：]+|(?:密码|密碼|口令|パスワード|비밀번호|비번|암호)[ _\-=:：]*)"
+    + r"(?P<value>[^\s_=:：/\\-]{6,64}+)"
+)
+
+
+def _path_password_findings(path: str) -> list[Finding]:
+    stem = PurePosixPath(path.replace("\\", "/")).name
+    stem = stem[: -len(PurePosixPath(stem).suffix)] if PurePosixPath(stem).suffix else stem
+    for m in _PATH_PASSWORD_RE.finditer(stem[:512]):
+        value = m.group("value")
+        if _looks_like_password(value):
+            return [Finding("password-in-path", "sensitive-path", 0, f"password {mask(value)}")]
+    return []
 
 
 def _name_has_keyword(path: str, name_keywords: tuple[str, ...]) -> bool:
@@ -298,8 +326,31 @@ def _is_wordy(value: str) -> bool:
         and singles + acronyms <= 2
         and singles <= 1
         and numbers <= 2
-        and spoken >= 0.7 * letters
-        and vowels >= 0.3 * spoken  # English runs near 40 %, random letters near 23 %
+        and spoken >= 0.6 * letters
+        and vowels >= 0.25 * spoken  # English names run near 35 %, random letters near 23 %
+    )
+
+
+# A code name reads as words with a verb first (`useClientSecret…`, `getToken`), or a test or
+# a class (`TestPasswordReset`, `…Provider`, `…Validator`): a value no person types as a secret.
+_CODE_FIRST_WORDS = frozenset(
+    "get set is has use load read parse make create build fetch generate resolve find on handle "
+    "should can test new init validate check refresh exchange".split()
+)
+_CODE_LAST_WORDS = frozenset(
+    "impl factory provider validator ref handler service manager config exception error type "
+    "name id builder filter store loader reader resolver client context policy strategy "
+    "adapter helper util utils spec test tests".split()
+)
+
+
+def _is_code_name(value: str) -> bool:
+    if not _is_wordy(value):
+        return False
+    pieces = [p.lower() for p in _NAME_PIECE_RE.findall(value) if not p.isdigit()]
+    lower_camel = value[:1].islower() and any(c.isupper() for c in value)
+    return bool(pieces) and (
+        lower_camel or pieces[0] in _CODE_FIRST_WORDS or pieces[-1] in _CODE_LAST_WORDS
     )
 
 
@@ -1021,6 +1072,8 @@ def _is_password(value: str, quoted: bool, whole: bool, op: str, key: str) -> bo
     if not quoted:
         if _CODE_EXPRESSION_RE.search(value) or value.startswith(("/", "~/", "./", "$", "%")):
             return False
+        if _is_code_name(value):
+            return False  # `client_secret: useClientSecretFromEnvironment`, `PASS: TestLogin`
         # `password = pw` in code is a variable; `DB_PASSWORD=hunter2` in an env file is not.
         if op.strip() in ("=", ":=") and _IDENTIFIER_RE.match(value) and not key.isupper():
             return False
@@ -1374,17 +1427,31 @@ def _header_hits(note: _Note) -> Iterable[_Hit]:
 # --- secrets in a sensitive-named note: any `label: value` that reads as a password ----------
 
 _LABELLED_RE = re.compile(
-    r"(?m)^[ \t>*\-+]*+[^\n:：=|]{1,40}?[*_`]*+[ \t]*+(?:[:：=]|(?<=[ \t])/)[ \t]*+[*_`'\"]*+"
+    r"(?m)^[ \t>*\-+]*+(?P<label>[^\n:：=|]{1,40}?)[*_`]*+[ \t]*+(?:[:：=]|(?<=[ \t])/)[ \t]*+[*_`'\"]*+"
     r"(?P<value>[^\s'\"`|*]{6,64}+)[*_`'\"]*+[ \t]*+$"
 )
+# `login: alice / Walnut6324*`: a user and a password after one label.
+_SLASH_PAIR_RE = re.compile(
+    r"(?m)^[ \t>*\-+]*+(?P<label>[^\n:：=|/]{1,40}?)[*_`]*+[ \t]*+[:：=][ \t]*+[^\s/]{1,64}+"
+    r"[ \t]*+/[ \t]*+(?P<value>[^\s'\"`|]{6,64}+)[ \t]*+$"
+)
 _KEBAB_RE = re.compile(r"^[a-z0-9]+(?:[-_.][a-z0-9]+)+$")
+_TICKET_RE = re.compile(r"^[A-Z][A-Z0-9]{1,9}-\d{1,6}$")
+# Labels of a document's metadata, never of a secret.
+_NOT_SECRET_LABELS = frozenset(
+    "status owner owners ticket issue jira version reviewer reviewers author authors date "
+    "updated created algorithm rfc endpoint order priority type scope region link links "
+    "team milestone release due draft state revision ref".split()
+)
 
 
 def _strict_hits(note: _Note) -> Iterable[_Hit]:
     if not note.strict:
         return
-    for m, _ in note.find(_LABELLED_RE):
+    for m, _ in itertools.chain(note.find(_LABELLED_RE), note.find(_SLASH_PAIR_RE, ("/",))):
         value = m.group("value")
+        if set(_key_words(m.group("label"))) & _NOT_SECRET_LABELS or _TICKET_RE.match(value):
+            continue  # `Status: Draft-v2`, `Ticket: SEC-2041` in a design note
         if _looks_like_password(value) and not _KEBAB_RE.match(value):
             yield _Hit(m.start("value"), m.end("value"), "password-in-sensitive-note", value, 4)
 
@@ -1607,9 +1674,21 @@ def path_token_findings(path: str) -> list[Finding]:
 # Explicit markers
 # ---------------------------------------------------------------------------------------------
 
-_TRUTHY = frozenset({"true", "yes", "y", "on", "1"})
-_PRIVATE_KEYS = frozenset({"private", "secret", "sensitive", "confidential"})
-_PRIVATE_VISIBILITY = frozenset({"private", "secret", "confidential", "internal-only"})
+_TRUTHY = frozenset({"true", "yes", "y", "on", "1", "是", "是的", "對", "对", "はい", "예", "네"})
+_PRIVATE_KEYS = frozenset(
+    {"private", "secret", "sensitive", "confidential", "私密", "隐私", "隱私", "机密", "機密",
+     "秘密", "非公開", "비공개", "privat", "privé", "privado", "privato"}
+)  # fmt: skip
+# Keys that name a level, and the levels that mean "keep it out" (Obsidian, Hugo and Jekyll
+# users write `visibility`; document labels use `classification` / `sensitivity`).
+_LEVEL_KEYS = frozenset(
+    {"visibility", "access", "privacy", "classification", "sensitivity", "confidentiality"}
+)
+_PRIVATE_VISIBILITY = frozenset(
+    {"private", "secret", "confidential", "internal-only", "restricted", "personal", "sensitive",
+     "highly confidential", "strictly confidential", "top secret", "only me", "私密", "机密",
+     "機密", "秘密", "非公開", "비공개"}
+)  # fmt: skip
 
 
 def _as_strings(value: Any) -> list[str]:
@@ -1628,6 +1707,10 @@ def _norm_tag(tag: str) -> str:
     return tag.strip().lstrip("#").strip().lower()
 
 
+def _is_private_tag(tag: str, wanted: set[str]) -> bool:
+    return tag in wanted or any(tag.startswith(w + "/") for w in wanted)
+
+
 def _marker_findings(
     front_matter: Mapping[str, Any], tags: Iterable[str], private_tags: tuple[str, ...]
 ) -> list[Finding]:
@@ -1636,7 +1719,7 @@ def _marker_findings(
         k = str(key).strip().lower()
         values = [v.strip().lower() for v in _as_strings(value)]
         if (k in _PRIVATE_KEYS and any(v in _TRUTHY for v in values)) or (
-            k in ("visibility", "access") and any(v in _PRIVATE_VISIBILITY for v in values)
+            k in _LEVEL_KEYS and any(v in _PRIVATE_VISIBILITY for v in values)
         ):
             out.append(Finding("front-matter-private", "private", 0, f"{key}: {value}"))
             break
@@ -1645,39 +1728,65 @@ def _marker_findings(
     for raw in _as_strings(front_matter.get("tags")) + _as_strings(front_matter.get("tag")):
         all_tags += [_norm_tag(t) for t in re.split(r"[,\s]+", raw) if t]
     for tag in all_tags:
-        if tag in wanted or any(tag.startswith(w + "/") for w in wanted):
+        if _is_private_tag(tag, wanted):
             out.append(Finding("private-tag", "private", 0, f"#{tag}"))
             break
     return out
 
 
+# The block read for markers: the first lines of the note, where front matter is, in whatever
+# dialect (YAML `---`, TOML `+++`, JSON `{`), indented, after a blank line or a BOM.
 _FM_LINE_LIMIT = 80
+_FM_FENCES = {"---": ("---", "..."), "+++": ("+++",), "{": ("}",)}
 _RAW_PRIVATE_RE = re.compile(
-    r"(?im)^[ \t]*[\"']?(?P<key>private|secret|sensitive|confidential|visibility|access)[\"']?"
-    r"[ \t]*[:=][ \t]*[\"']?(?P<value>[^\"'#\n]*)"
+    r"(?im)^[ \t]*+[\"']?(?P<key>private|secret|sensitive|confidential|visibility|access|privacy"
+    r"|classification|sensitivity|confidentiality|私密|隐私|隱私|机密|機密|秘密|非公開|비공개|privat"
+    r"|privé|privado|privato)[\"']?[ \t]*+[:=：][ \t]*+[\"']?(?P<value>[^\"'#\n,}]{0,80})"
 )
-_FALSY = frozenset({"false", "no", "n", "off", "0", "public", ""})
+_RAW_TAGS_RE = re.compile(r"(?i)^[\"']?tags?[\"']?[ \t]*+[:=][ \t]*+(?P<items>.{0,400})")
+_FALSY = frozenset({"false", "no", "n", "off", "0", "public", "", "否", "いいえ", "아니요"})
 
 
-def _raw_marker_findings(text: str, private_tags: tuple[str, ...]) -> list[Finding]:
-    """Fail closed when front matter did not parse (a tab, a second colon in a title, an open
-    quote): a `private:` line or a private tag in the raw block still quarantines the note."""
-    if not text.startswith(("---", "\ufeff---")):
-        return []
-    lines = text.split("\n", _FM_LINE_LIMIT + 1)[1 : _FM_LINE_LIMIT + 1]
+def _front_block(text: str) -> list[str] | None:
+    """The lines of the note's front matter block (without its fences); None when the note
+    opens with none."""
+    head = text.split("\n", _FM_LINE_LIMIT + 8)[: _FM_LINE_LIMIT + 8]
+    first = 0
+    while first < min(len(head), 6) and not head[first].strip("\ufeff \t"):
+        first += 1
+    if first >= len(head):
+        return None
+    opening = head[first].strip("\ufeff \t")
+    fences = _FM_FENCES.get(opening)
+    if fences is None:
+        return None
     block: list[str] = []
-    for line in lines:
-        if line.rstrip() in ("---", "..."):
-            break
+    for line in head[first + 1 : first + 1 + _FM_LINE_LIMIT]:
+        if line.strip() in fences:
+            return block
         block.append(line)
+    return None
+
+
+def _raw_marker_findings(
+    text: str, private_tags: tuple[str, ...], parsed: bool
+) -> list[Finding]:
+    """Markers read from the front matter block's lines themselves, so that none is lost to the
+    parser: a block it could not read (a tab, an open quote), a dialect it does not read (TOML
+    `+++`, JSON), a block indented or after a blank line, a key given twice (the parser keeps
+    the last), a flag nested under another key. `parsed`: the parser read this block, so a
+    flag must say yes (`private: true`); otherwise any value but a no counts (fail closed)."""
+    block = _front_block(text)
+    if block is None:
+        return []
     raw = "\n".join(block)
     found = None
     for m in _RAW_PRIVATE_RE.finditer(raw):
-        key, value = m.group("key").lower(), m.group("value").strip().lower()
-        if key in ("visibility", "access"):
+        key, value = m.group("key").lower(), m.group("value").strip().strip("\"' ").lower()
+        if key in _LEVEL_KEYS:
             if value in _PRIVATE_VISIBILITY:
                 found = f"{key}: {value}"
-        elif value not in _FALSY:
+        elif value in _TRUTHY or (not parsed and value not in _FALSY):
             found = f"{key}: …"
         if found:
             break
@@ -1686,26 +1795,29 @@ def _raw_marker_findings(text: str, private_tags: tuple[str, ...]) -> list[Findi
         in_tags = False
         for line in block:
             stripped = line.strip()
-            head, colon, rest = stripped.partition(":")
-            if colon and not stripped.startswith("-"):
-                in_tags = head.strip().strip("\"'").lower() in ("tags", "tag")
-                items = rest
+            tags = _RAW_TAGS_RE.match(stripped)
+            head, colon, _ = stripped.partition(":")
+            if tags:
+                in_tags, items = True, tags.group("items")
+            elif colon and not stripped.startswith("-"):
+                in_tags = False
+                continue
             elif stripped.startswith("-") and in_tags:
                 items = stripped[1:]
             else:
                 continue
             for item in re.split(r"[\s,\[\]\"']+", items):
                 tag = _norm_tag(item)
-                if tag and (tag in wanted or any(tag.startswith(w + "/") for w in wanted)):
+                if tag and _is_private_tag(tag, wanted):
                     found = f"#{tag}"
                     break
             if found:
                 break
     if found is None:
         return []
-    return [
-        Finding("malformed-front-matter-private", "private", 0, f"unparsed front matter: {found}")
-    ]
+    rule = "front-matter-private" if parsed else "malformed-front-matter-private"
+    what = f"front matter: {found}" if parsed else f"unparsed front matter: {found}"
+    return [Finding(rule, "private", 0, what)]
 
 
 def _front_matter_secret_findings(front_matter: Mapping[str, Any], seen: set[str]) -> list[Finding]:
@@ -1775,8 +1887,8 @@ class SensitivePolicy:
         front_matter = front_matter or {}
         findings = _path_findings(path)
         findings += _marker_findings(front_matter, tags, self.private_tags)
-        if not front_matter and not any(f.category == "private" for f in findings):
-            findings += _raw_marker_findings(text, self.private_tags)
+        if not any(f.category == "private" for f in findings):
+            findings += _raw_marker_findings(text, self.private_tags, parsed=bool(front_matter))
         content = _content_findings(
             text, strict=_name_has_keyword(path, self.name_keywords), stats=stats
         )

@@ -27,9 +27,11 @@ read next to every rule it affects.
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import math
 import re
+import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -1130,15 +1132,21 @@ def _password_hit(note: _Note, m: Match[str], key: str, shift: int) -> Iterable[
         yield _Hit(start, start + len(value), "password-assignment", value, 2)
 
 
+_LIST_MARK_RE = re.compile(r"^(?:[-*+>][ \t]++)++")
+
+
 def _next_line_password(note: _Note, pos: int) -> Iterable[_Hit]:
     text = note.text
-    for _ in range(2):  # at most one blank line between the label and the value
+    for _ in range(3):  # a blank line and a code fence may sit between the label and the value
         if pos >= len(text) or note.joint(pos):
             return
         end = text.find("\n", pos + 1)
         end = len(text) if end == -1 else end
         line = text[pos + 1 : end]
-        stripped = line.strip().strip("`'\"")
+        if line.strip().startswith(("```", "~~~")):
+            pos = end
+            continue
+        stripped = _LIST_MARK_RE.sub("", line.strip()[:200]).strip().strip("`'\"")
         if stripped:
             if " " not in stripped and _looks_like_password(stripped):
                 if not _CJK_RE.search(stripped):
@@ -1146,6 +1154,79 @@ def _next_line_password(note: _Note, pos: int) -> Iterable[_Hit]:
                     yield _Hit(start, start + len(stripped), "password-assignment", stripped, 2)
             return
         pos = end
+
+
+# --- a label alone on its line, the password on the next ----------------------------------
+
+# `Password`, `**Password:**`, `## Password`, `- WiFi password below`, `The root password for
+# the NAS is:`, `Kennwort für den Server`, `密码`: a short line naming a password and nothing
+# else; the value is then the next line (see `_next_line_password`).
+_SHORT_LINE_RE = re.compile(r"(?m)^[^\n]{1,100}+$")
+_PASSWORD_WORD_RE = re.compile(
+    r"(?i)(?<![\w])(?:" + _PASSWORD_WORDS_LATIN + r")s?(?![\w])|" + _CJK_PASSWORD_WORDS
+)
+_LABEL_DECOR = "#>*-+_`~ \t"
+_LABEL_END_RE = re.compile(r"(?i)(?:[ \t]*(?:[:：=\-–—↓]|is|ist|est|es|below|unten|ci-dessous))+$")
+
+
+def _label_line_hits(note: _Note) -> Iterable[_Hit]:
+    for m, shift in note.find(_SHORT_LINE_RE, _PASSWORD_GATE + _CJK_PASSWORD_GATE, lines=True):
+        label = _LABEL_END_RE.sub("", m.group().strip(_LABEL_DECOR)).strip(_LABEL_DECOR)
+        if (
+            not label
+            or label.endswith(("?", ".", "。", "？"))
+            or not _PASSWORD_WORD_RE.search(label)
+        ):
+            continue
+        words = label.split()
+        if len(words) > 8 or any(_looks_like_password(w.strip("()[]")) for w in words):
+            continue  # a sentence, or a line that holds its value (the assignment rules read it)
+        yield from _next_line_password(note, m.end() + shift)
+
+
+# --- secrets in running prose: a credential's name, a few words, the value --------------------
+
+_PROSE_LABELS_LATIN = (
+    r"auth[ _\-]?token|access[ _\-]?token|api[ _\-]?(?:key|token|secret)|client[ _\-]?secret"
+    r"|app[ _\-]?secret|secret(?:[ _\-]?key)?|token|jeton|clave(?:[ _]secreta)?|chave"
+    r"|schlüssel|geheimnis|segreto|sleutel"
+)
+_PROSE_SECRET_RE = re.compile(
+    r"(?i)(?<![\w\-])(?P<label>" + _PROSE_LABELS_LATIN + r")(?![\w])"
+    r"(?P<gap>[^\n.;:=$。；：]{0,48}?)(?<![A-Za-z0-9+/_\-=.~$])"
+    r"(?P<value>[A-Za-z0-9][A-Za-z0-9+/_\-~]{15,}+={0,2}+)(?![=$]|\.\w)"
+)
+_PROSE_SECRET_CJK_RE = re.compile(
+    r"(?P<label>密钥|秘钥|金鑰|密鑰|令牌|权杖|權杖|トークン|シークレット|秘密鍵|토큰|시크릿|비밀\s?키)"
+    r"(?P<gap>[^\n。；$]{0,24}?)(?<![A-Za-z0-9+/_\-=.~$])"
+    r"(?P<value>[A-Za-z0-9][A-Za-z0-9+/_\-~]{15,}+={0,2}+)(?![=$]|\.\w)"
+)
+_PROSE_GATE = ("token", "secret", "api", "key", "jeton", "clave", "chave", "schlüssel", "geheim")
+_PROSE_CJK_GATE = (
+    "密钥", "秘钥", "金鑰", "密鑰", "令牌", "权杖", "權杖", "トークン", "シークレット", "秘密鍵",
+    "토큰", "시크릿", "비밀",
+)  # fmt: skip
+
+
+def _prose_hits(note: _Note) -> Iterable[_Hit]:
+    """`account 4471 authenticates with token 7Hq…`, `AccessKey Secret 是 …`: a value after a
+    credential's name in a sentence, with no `:` or `=` between (the assignment rules read
+    those). The value must be random like a key (`_is_secret_token`), and the words between must
+    not say it is an id, a hash or a name."""
+    found = itertools.chain(
+        note.find(_PROSE_SECRET_RE, _PROSE_GATE, lines=True),
+        note.find(_PROSE_SECRET_CJK_RE, _PROSE_CJK_GATE, lines=True),
+    )
+    for m, shift in found:
+        value = m.group("value").rstrip(".~-=")
+        after = m.string[m.end("value") : m.end("value") + 1]
+        if after in ("(", "@", "/") or set(_key_words(m.group("gap"))) & _NOT_SECRET_WORDS:
+            continue
+        label = m.group("label").lower().replace(" ", "_").replace("-", "_")
+        if _is_code_name(value) or not _is_secret_token(f"prose_{label}", value):
+            continue
+        start = m.start("value") + shift
+        yield _Hit(start, start + len(value), "secret-in-prose", value, 3)
 
 
 # --- passwords on command lines ------------------------------------------------------------
@@ -1427,7 +1508,8 @@ def _header_hits(note: _Note) -> Iterable[_Hit]:
 # --- secrets in a sensitive-named note: any `label: value` that reads as a password ----------
 
 _LABELLED_RE = re.compile(
-    r"(?m)^[ \t>*\-+]*+(?P<label>[^\n:：=|]{1,40}?)[*_`]*+[ \t]*+(?:[:：=]|(?<=[ \t])/)[ \t]*+[*_`'\"]*+"
+    r"(?m)^[ \t>*\-+]*+(?P<label>[^\n:：=|]{1,40}?)[*_`]*+[ \t]*+(?:[:：=]|(?<=[ \t])/)"
+    r"[ \t]*+[*_`'\"]*+"
     r"(?P<value>[^\s'\"`|*]{6,64}+)[*_`'\"]*+[ \t]*+$"
 )
 # `login: alice / Walnut6324*`: a user and a password after one label.
@@ -1567,6 +1649,99 @@ def _seed_hits(note: _Note) -> Iterable[_Hit]:
             yield _Hit(m.start(), m.end(), "seed-phrase", m.group(), 1)
 
 
+# A run of words from one BIP-39 wordlist (the `mnemonic` package ships the ten published
+# lists): twelve to twenty-four, separated by blanks, commas, hyphens, numbering or table
+# pipes. It is a seed phrase when its checksum holds, or when it stands alone on its lines or
+# the note speaks of wallets; a checksum alone is 4 bits for 12 words, so a run inside prose
+# must be exactly a phrase long.
+_SEED_TOKEN_RE = re.compile(r"[^\W\d_]{1,12}+")
+_SEED_GAP_RE = re.compile(r"[\s,;|/\-.()\[\]\"'`*•·、，:：#0-9]{1,24}")
+_SEED_LENGTHS = (24, 21, 18, 15, 12)
+_SEED_CONTEXT_GATE = _SEED_GATE + (
+    "wallet", "ledger", "trezor", "metamask", "electrum", "phantom", "exodus", "bitcoin", "crypto",
+    "钱包", "錢包", "ウォレット", "지갑", "cartera", "portefeuille", "frase", "phrase",
+)  # fmt: skip
+
+
+@functools.cache
+def _bip39() -> tuple[dict[str, int], tuple[Any, ...]]:
+    """Every BIP-39 word -> a bit per wordlist holding it; and the lists' checkers."""
+    from mnemonic import Mnemonic
+
+    langs = sorted(Mnemonic.list_languages())
+    words: dict[str, int] = {}
+    checkers = []
+    for i, lang in enumerate(langs):
+        m = Mnemonic(lang)
+        checkers.append(m)
+        for w in m.wordlist:
+            key = unicodedata.normalize("NFKC", w).lower()
+            words[key] = words.get(key, 0) | (1 << i)
+    return words, tuple(checkers)
+
+
+def _seed_run_hit(note: _Note, run: list[tuple[int, int, str]], mask: int) -> _Hit | None:
+    if not note.spend():
+        return None
+    _, checkers = _bip39()
+    langs = [c for i, c in enumerate(checkers) if mask >> i & 1]
+    english = any(c.language == "english" for c in langs)
+    words = [w for _, _, w in run]
+    text = note.text
+    first_line = text.rfind("\n", 0, run[0][0]) + 1
+    last_line = text.find("\n", run[-1][1])
+    around = (
+        text[first_line : run[0][0]]
+        + text[run[-1][1] : last_line if last_line != -1 else len(text)]
+    )
+    alone = not any(c.isalpha() for c in around)
+    context = note.has(_SEED_CONTEXT_GATE)
+    for size in _SEED_LENGTHS:
+        if size > len(words):
+            continue
+        offsets = (
+            range(len(words) - size + 1) if alone or context else (0,) if size == len(words) else ()
+        )
+        for k in offsets:
+            phrase = " ".join(words[k : k + size])
+            if any(c.check(phrase) for c in langs):
+                return _Hit(run[k][0], run[k + size - 1][1], "seed-phrase", phrase, 1)
+    if len(words) <= 25 and ((english and (alone or context)) or (alone and context)):
+        return _Hit(run[0][0], run[-1][1], "seed-phrase", " ".join(words), 1)
+    return None
+
+
+def _bip39_hits(note: _Note) -> Iterable[_Hit]:
+    """Seed phrases without a label, or in a layout the label rules do not read: one word a
+    line, numbered grids, tables, hyphens, capitals, other languages' wordlists."""
+    known, _ = _bip39()
+    text = note.text
+    run: list[tuple[int, int, str]] = []
+    mask = 0
+    for m in _SEED_TOKEN_RE.finditer(text):
+        word = m.group().lower()
+        bits = (
+            known.get(word, 0)
+            if word.isascii()
+            else known.get(unicodedata.normalize("NFKC", word), 0)
+        )
+        if bits and run and bits & mask and _SEED_GAP_RE.fullmatch(text, run[-1][1], m.start()):
+            gap = text[run[-1][1] : m.start()]
+            if not gap.isdigit():
+                run.append((m.start(), m.end(), word))
+                mask &= bits
+                continue
+        if len(run) >= 12:
+            hit = _seed_run_hit(note, run, mask)
+            if hit is not None:
+                yield hit
+        run, mask = ([(m.start(), m.end(), word)], bits) if bits else ([], 0)
+    if len(run) >= 12:
+        hit = _seed_run_hit(note, run, mask)
+        if hit is not None:
+            yield hit
+
+
 # Rules worth running on a decoded base64 value (a wrapped connection string or password).
 _DECODED_RULES = (_url_hits, _password_hits, _token_hits)
 
@@ -1581,6 +1756,9 @@ _CONTENT_RULES = (
     _entropy_hits,
     _header_hits,
     _seed_hits,
+    _bip39_hits,
+    _label_line_hits,
+    _prose_hits,
     _strict_hits,
     _base64_hits,
     _wrapped_hits,
@@ -1645,12 +1823,19 @@ HIGH_CONFIDENCE_RULES = frozenset(
 
 
 def mask_path_tokens(path: str) -> str:
-    """`ops/ghp_….md` with the token masked: a path as `audit list` may print it."""
+    """`ops/ghp_….md` with the token (or a password written into the name) masked: a path as
+    `audit list` may print it."""
     note = _Note(path)
     hits = [h for rule in (_token_hits, _plugin_hits) for h in rule(note)]
+    hits = [h for h in hits if h.rule_id in HIGH_CONFIDENCE_RULES]
+    name_at = path.rfind("/") + 1
+    for m in _PATH_PASSWORD_RE.finditer(path, name_at):
+        if _looks_like_password(m.group("value")):
+            hits.append(
+                _Hit(m.start("value"), m.end("value"), "password-in-path", m.group("value"), 0)
+            )
     for hit in sorted(hits, key=lambda h: -h.start):
-        if hit.rule_id in HIGH_CONFIDENCE_RULES:
-            path = path[: hit.start] + mask(hit.value) + path[hit.end :]
+        path = path[: hit.start] + mask(hit.value) + path[hit.end :]
     return path
 
 
@@ -1768,9 +1953,7 @@ def _front_block(text: str) -> list[str] | None:
     return None
 
 
-def _raw_marker_findings(
-    text: str, private_tags: tuple[str, ...], parsed: bool
-) -> list[Finding]:
+def _raw_marker_findings(text: str, private_tags: tuple[str, ...], parsed: bool) -> list[Finding]:
     """Markers read from the front matter block's lines themselves, so that none is lost to the
     parser: a block it could not read (a tab, an open quote), a dialect it does not read (TOML
     `+++`, JSON), a block indented or after a blank line, a key given twice (the parser keeps

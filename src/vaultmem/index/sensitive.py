@@ -948,8 +948,11 @@ def _url_hits(note: _Note) -> Iterable[_Hit]:
     for m, shift in note.find(_CONN_PARAM_RE, ("pass", "pwd", "sharedaccess", "accountkey"), True):
         group = next(i for i in range(1, 5) if m.group(i) is not None)
         value = m.group(group)
-        line_start = m.string.rfind("\n", 0, m.start()) + 1
-        line = m.string[line_start : m.string.find("\n", m.end()) % (len(m.string) + 1)]
+        # The context is looked for near the match, not on the whole (possibly 8k) line: a
+        # line of many parameters would otherwise be read once per parameter.
+        line_start = max(m.string.rfind("\n", 0, m.start()) + 1, m.start() - 512)
+        line_end = m.string.find("\n", m.end(), m.end() + 512)
+        line = m.string[line_start : line_end if line_end != -1 else m.end() + 512]
         if m.group()[:1] not in "?&;" and not _CONN_CONTEXT_RE.search(line):
             continue  # `PWD=/home/ann` is a shell variable, not a connection string
         if len(value) >= 4 and not is_placeholder(value) and not _CODE_EXPRESSION_RE.search(value):
@@ -1009,7 +1012,7 @@ _PASSWORD_EN_RE = re.compile(
     + _PASSWORD_WORDS_LATIN
     + r"))"
     + _OPERATOR
-    + r"(?P<rest>[^\n]*)"
+    + r"(?P<rest>[^\n]{0,256})"
 )
 # Chinese (simplified and traditional), Japanese, Korean: label, optional separator, value.
 # 암호 (Korean "password") is also the stem of 암호학/암호화 (cryptography, encryption).
@@ -1019,7 +1022,7 @@ _CJK_PASSWORD_WORDS = (
 )
 _PASSWORD_CJK_RE = re.compile(
     r"(?P<key>" + _CJK_PASSWORD_WORDS + r")[*_`\s]*"
-    r"(?P<op>[:：=]|是|为|為|は|[은는]|\s)[*_`]*[ \t]*(?P<rest>[^\n]*)"
+    r"(?P<op>[:：=]|是|为|為|は|[은는]|\s)[*_`]*[ \t]*(?P<rest>[^\n]{0,256})"
 )
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "「": "」", "『": "』"}
 _TOKEN_END_RE = re.compile(f"[\\s|]|[{_WIDE}]")
@@ -1123,7 +1126,8 @@ def _password_hits(note: _Note) -> Iterable[_Hit]:
 def _password_hit(note: _Note, m: Match[str], key: str, shift: int) -> Iterable[_Hit]:
     rest = m.group("rest")
     value, offset, quoted, whole = _password_value(rest)
-    if not value.strip() and m.group("op").strip() in (":", "：", "="):
+    at_end = m.string[m.end("rest") : m.end("rest") + 1] in ("", "\n")
+    if not value.strip() and at_end and m.group("op").strip() in (":", "：", "="):
         # The label alone on its line ("password:"): the value may be on the next line.
         yield from _next_line_password(note, m.end("rest") + shift)
         return
@@ -1166,7 +1170,9 @@ _PASSWORD_WORD_RE = re.compile(
     r"(?i)(?<![\w])(?:" + _PASSWORD_WORDS_LATIN + r")s?(?![\w])|" + _CJK_PASSWORD_WORDS
 )
 _LABEL_DECOR = "#>*-+_`~ \t"
-_LABEL_END_RE = re.compile(r"(?i)(?:[ \t]*(?:[:：=\-–—↓]|is|ist|est|es|below|unten|ci-dessous))+$")
+_LABEL_END_RE = re.compile(
+    r"(?i)(?:[ \t]*+(?:[:：=\-–—↓]|is|ist|est|es|below|unten|ci-dessous))++$"
+)
 
 
 def _label_line_hits(note: _Note) -> Iterable[_Hit]:
@@ -1688,13 +1694,17 @@ def _seed_run_hit(note: _Note, run: list[tuple[int, int, str]], mask: int) -> _H
     english = any(c.language == "english" for c in langs)
     words = [w for _, _, w in run]
     text = note.text
-    first_line = text.rfind("\n", 0, run[0][0]) + 1
-    last_line = text.find("\n", run[-1][1])
-    around = (
-        text[first_line : run[0][0]]
-        + text[run[-1][1] : last_line if last_line != -1 else len(text)]
+    # Alone on its lines: nothing but numbering and separators before and after it on them
+    # (read over at most 64 characters each way: more than that is no phrase's margin).
+    start, end = run[0][0], run[-1][1]
+    first_line = text.rfind("\n", max(0, start - 64), start) + 1
+    last_line = text.find("\n", end, end + 64)
+    last_line = len(text) if last_line == -1 and len(text) - end <= 64 else last_line
+    alone = (
+        (first_line > 0 or start <= 64)
+        and last_line != -1
+        and not any(c.isalpha() for c in text[first_line:start] + text[end:last_line])
     )
-    alone = not any(c.isalpha() for c in around)
     context = note.has(_SEED_CONTEXT_GATE)
     for size in _SEED_LENGTHS:
         if size > len(words):

@@ -1660,7 +1660,8 @@ def _seed_hits(note: _Note) -> Iterable[_Hit]:
 # pipes. It is a seed phrase when its checksum holds, or when it stands alone on its lines or
 # the note speaks of wallets; a checksum alone is 4 bits for 12 words, so a run inside prose
 # must be exactly a phrase long.
-_SEED_TOKEN_RE = re.compile(r"[^\W\d_]{1,12}+")
+# Letters and the combining accents of decomposed text (BIP-39 phrases are NFKD: `ma\u0301quina`).
+_SEED_TOKEN_RE = re.compile(r"(?:[^\W\d_]|[\u0300-\u036f]){1,16}+")
 _SEED_GAP_RE = re.compile(r"[\s,;|/\-.()\[\]\"'`*•·、，:：#0-9]{1,24}")
 _SEED_LENGTHS = (24, 21, 18, 15, 12)
 _SEED_CONTEXT_GATE = _SEED_GATE + (

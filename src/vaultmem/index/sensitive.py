@@ -1228,8 +1228,8 @@ def _prose_hits(note: _Note) -> Iterable[_Hit]:
         after = m.string[m.end("value") : m.end("value") + 1]
         if after in ("(", "@", "/") or set(_key_words(m.group("gap"))) & _NOT_SECRET_WORDS:
             continue
-        label = m.group("label").lower().replace(" ", "_").replace("-", "_")
-        if _is_code_name(value) or not _is_secret_token(f"prose_{label}", value):
+        # Every label here names a credential (in whatever language): the strongest key.
+        if _is_code_name(value) or not _is_secret_token("secret_token", value):
             continue
         start = m.start("value") + shift
         yield _Hit(start, start + len(value), "secret-in-prose", value, 3)

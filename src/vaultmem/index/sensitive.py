@@ -1707,6 +1707,8 @@ def _seed_run_hit(note: _Note, run: list[tuple[int, int, str]], mask: int) -> _H
         and not any(c.isalpha() for c in text[first_line:start] + text[end:last_line])
     )
     context = note.has(_SEED_CONTEXT_GATE)
+    if len(words) > _SEED_LENGTHS[0] + 2:
+        return None  # a list or a text of common words: a phrase is at most 24 words and a label
     for size in _SEED_LENGTHS:
         if size > len(words):
             continue
@@ -1714,6 +1716,8 @@ def _seed_run_hit(note: _Note, run: list[tuple[int, int, str]], mask: int) -> _H
             range(len(words) - size + 1) if alone or context else (0,) if size == len(words) else ()
         )
         for k in offsets:
+            if not (alone or context) and len(set(words[k : k + size])) < size - 1:
+                continue  # inside prose, a phrase from 2,048 words repeats almost never
             phrase = " ".join(words[k : k + size])
             if any(c.check(phrase) for c in langs):
                 return _Hit(run[k][0], run[k + size - 1][1], "seed-phrase", phrase, 1)

@@ -1716,7 +1716,7 @@ def _seed_run_hit(note: _Note, run: list[tuple[int, int, str]], mask: int) -> _H
             range(len(words) - size + 1) if alone or context else (0,) if size == len(words) else ()
         )
         for k in offsets:
-            if not (alone or context) and len(set(words[k : k + size])) < size - 1:
+            if not (alone or context) and len(set(words[k : k + size])) < size:
                 continue  # inside prose, a phrase from 2,048 words repeats almost never
             phrase = " ".join(words[k : k + size])
             if any(c.check(phrase) for c in langs):

@@ -210,3 +210,20 @@ def test_a_design_note_named_credentials_is_scanned_not_quarantined_by_name() ->
     assert _rules("design/credentials-rotation.md", text + f"gmail: {PW}\n")
     # A credentials file that is no note is still quarantined by its name.
     assert POLICY.scan("gcp/credentials.json", "")[0].rule_id == "secret-filename"
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        "| password manager (family) | 5.00 | 2020 | shared with Mei |",
+        "| password vault app | 3,99 € | monthly |",
+        "| 密码管理器 | ¥30 | 每年 |",
+    ],
+)
+def test_a_price_beside_a_password_product_is_not_a_password(row: str) -> None:
+    table = "| service | price | since | note |\n|---|---|---|---|\n" + row + "\n"
+    assert _rules("finance/subscriptions.md", table) == []
+
+
+def test_a_password_beside_its_row_label_is_still_found() -> None:
+    assert _rules("ops/db.md", f"| host | db1 |\n| password | {PW} |\n") == ["password-assignment"]

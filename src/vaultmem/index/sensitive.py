@@ -1316,6 +1316,10 @@ _TABLE_SECRET_KEY_RE = re.compile(
 
 
 _TABLE_RULE_RE = re.compile(r"\s*+:?-{2,}+:?\s*+")
+# An amount: digits with two decimals, or a currency sign (5.00, 3,99 €, $12, ¥30).
+_PRICE_RE = re.compile(
+    r"[$€£¥]?[ ]?\d{1,7}(?:[.,]\d{2})[ ]?(?:[$€£¥%]|[A-Z]{3})?|[$€£¥][ ]?\d{1,7}"
+)
 _TABLE_LABEL_CHARS = 80  # a header or label cell; longer cells are values
 
 
@@ -1349,8 +1353,12 @@ def _table_hits(note: _Note) -> Iterable[_Hit]:
         if following and all(_TABLE_RULE_RE.fullmatch(c) for c in following):
             header, header_secret = is_key, is_secret_key  # a header row holds labels
             continue
-        candidates = [cells[j + 1] for j, k in enumerate(is_key[:-1]) if k]
-        candidates += [c for c, h in zip(cells, header, strict=False) if h]
+        # A row label's neighbour is a password unless it reads as a price: `| password
+        # manager (family) | 5.00 |` is a subscription, not a credential. Under a password
+        # header (below) every value counts.
+        beside = [cells[j + 1] for j, k in enumerate(is_key[:-1]) if k]
+        beside = [c for c in beside if not _PRICE_RE.fullmatch(c.strip().strip("*_"))]
+        candidates = beside + [c for c, h in zip(cells, header, strict=False) if h]
         for cell in candidates:
             value, _, quoted, _ = _password_value(cell.strip().strip("*_"))
             if _is_password(value, quoted, True, ":", "password"):

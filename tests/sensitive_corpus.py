@@ -49,7 +49,10 @@ class Sample:
     path: str
     text: str
     secrets: tuple[str, ...]  # empty for benign samples
-    split: str  # "dev" | "heldout"
+    split: str  # "dev" | "heldout" (and the other corpora's parts)
+    # "quarantine": the note must go to the audit table; "hidden": its secret sits in a
+    # `<private>` span, so the note may be indexed but the secret must reach no output.
+    expect: str = "quarantine"
 
     @property
     def is_secret(self) -> bool:

@@ -111,11 +111,15 @@ def evaluate(root: Path, samples: list[Sample], *, prompts: int | None = None) -
 
     by_split: dict[str, Score] = defaultdict(Score)
     by_category: dict[tuple[str, str], Score] = defaultdict(Score)
+    hidden_leaks = _hidden_leaks(dumps, [s for s in samples if s.expect == "hidden"])
     for s in samples:
         for score in (by_split[s.split], by_category[(s.split, s.category)]):
             if s.is_secret:
                 score.secrets += 1
-                if s.path in quarantined and s.path not in indexed:
+                kept_out = s.path in quarantined and s.path not in indexed
+                if s.expect == "hidden":
+                    kept_out = kept_out or s.id not in hidden_leaks
+                if kept_out:
                     score.caught += 1
                 else:
                     score.missed.append(s.id)
@@ -151,15 +155,29 @@ def evaluate(root: Path, samples: list[Sample], *, prompts: int | None = None) -
             if any(p in text or p.lower() in low for p in pieces):
                 leaks.append((where, s.id))
         # The audit table keys a quarantined file by its path: a token in a file name is there.
-        if s.kind != "token-in-filename" and any(p in audit_paths for p in pieces):
+        if s.kind not in _NAMED_SECRETS and any(p in audit_paths for p in pieces):
             leaks.append(("table memory_secure_audit path", s.id))
     return Report(dict(by_split), dict(by_category), leaks)
+
+
+# Kinds whose secret is written into the file name: the audit table's key holds it.
+_NAMED_SECRETS = ("token-in-filename", "password-in-filename")
+
+
+def _hidden_leaks(dumps: dict[str, str], samples: list[Sample]) -> set[str]:
+    """Ids of `<private>`-span samples whose hidden text reached a table."""
+    return {
+        s.id
+        for s in samples
+        for text in dumps.values()
+        if any(p in text or p.lower() in text.lower() for v in s.secrets for p in _pieces(v))
+    }
 
 
 def table(report: Report) -> str:
     """The per-category table, one block per split."""
     lines = [f"{'split':8} {'category':20} {'recall':>16} {'false positives':>18}"]
-    for split in ("dev", "heldout", "late"):
+    for split in ("dev", "heldout", "late", "dev28", "held28"):
         cats = sorted(c for (sp, c) in report.by_category if sp == split)
         for cat in cats:
             sc = report.by_category[(split, cat)]

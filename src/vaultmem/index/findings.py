@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Category = Literal["secret", "private", "sensitive-path"]
+Category = Literal["secret", "private", "sensitive-path", "unscanned"]
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Finding:
     """One reason a note is sensitive. `masked` is a preview that never holds the whole secret."""
 
     rule_id: str
-    category: str  # a Category: "secret" | "private" | "sensitive-path"
+    category: str  # a Category: "secret" | "private" | "sensitive-path" | "unscanned"
     line: int  # 1-based line in the scanned text; 0 for path and front-matter rules
     masked: str
 

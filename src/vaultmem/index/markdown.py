@@ -44,10 +44,13 @@ _BOM = b"\xef\xbb\xbf"
 
 _FM_OPEN_RE = re.compile(r"---[ \t]*(?:\n|\Z)")
 _FM_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.M)
-_ATX_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*\Z")
-_ATX_CLOSE_RE = re.compile(r"(?:^|[ \t]+)#+\Z")
+# Linear on any line: no lazy group before a trailing run (retried at every position), and a
+# closing run of `#` is looked for only where a run of blanks starts.
+_ATX_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?\Z")
+_ATX_CLOSE_RE = re.compile(r"(?:^|(?<![ \t])[ \t]+)#+\Z")
 _FENCE_RE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)\Z")
-_CODE_SPAN_RE = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
+# A span opens only where a run of backticks starts, and is looked for over a bounded stretch.
+_CODE_SPAN_RE = re.compile(r"(?<!`)(`+)(?!`).{0,4000}?(?<!`)\1(?!`)")
 # Obsidian-style tag: '#' at a word start, then letters/digits/_/-/ '/'.
 _INLINE_TAG_RE = re.compile(r"(?<!\S)#([\w/-]+)")
 _TAG_SPLIT_RE = re.compile(r"[,\s]+")
@@ -114,7 +117,13 @@ def _normalise_newlines(text: str) -> str:
 
 # --- <private> spans ---------------------------------------------------------------------
 
-_PRIVATE_TAG_RE = re.compile(r"<(/?)private(?:\s[^>]*)?>", re.IGNORECASE)
+# `<private>`, `</private>` in any case, with blanks or a line break where people put them
+# (`< private >`, `</ private>`, `<Private reason="bank">`); attributes are bounded, so text
+# full of unclosed `<private` costs one short look each. `<private/>` and `<privateer>` are not
+# tags.
+_PRIVATE_TAG_RE = re.compile(
+    r"<\s{0,16}(/?)\s{0,16}private(?=[\s>])(?:\s[^<>]{0,512})?>", re.IGNORECASE
+)
 
 
 def strip_private_spans(text: str) -> str:
@@ -293,7 +302,7 @@ def _heading(line: str) -> tuple[int, str] | None:
     m = _ATX_RE.match(line)
     if m is None:
         return None
-    content = _ATX_CLOSE_RE.sub("", m[2] or "").strip()
+    content = _ATX_CLOSE_RE.sub("", (m[2] or "").rstrip(" \t")).strip()
     return len(m[1]), content
 
 

@@ -27,11 +27,14 @@ read next to every rule it affects.
 from __future__ import annotations
 
 import base64
+import functools
+import itertools
 import math
 import re
+import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from re import Match, Pattern
@@ -157,7 +160,12 @@ def _path_findings(path: str) -> list[Finding]:
     # A note is judged by its name without the note extension: `env.local.md` is `env.local`,
     # while `env.md` (notes about env(1)) is not `env.*`.
     bare = name[: -len(pure.suffix)] if pure.suffix.lower() in _NOTE_SUFFIXES else name
-    pattern = next((p for p in SECRET_FILE_PATTERNS if fnmatchcase(bare, p)), None)
+    patterns = SECRET_FILE_PATTERNS
+    if pure.suffix.lower() in (".md", ".markdown"):
+        # A Markdown note named `credentials-rotation.md` is as likely a design note as a list
+        # of logins: its name makes the content scan strict (a name keyword), not a verdict.
+        patterns = tuple(p for p in patterns if not p.startswith("credentials"))
+    pattern = next((p for p in patterns if fnmatchcase(bare, p)), None)
     if pattern is None:
         pattern = next(
             (f"*{s}.*" for s in pure.suffixes[:-1] if s.lower() in SECRET_SUFFIXES), None
@@ -165,7 +173,29 @@ def _path_findings(path: str) -> list[Finding]:
     if pattern is not None:
         out.append(Finding("secret-filename", "sensitive-path", 0, f"name matches {pattern}"))
     out += path_token_findings(path)
+    out += _path_password_findings(path)
     return out
+
+
+# A password written into a file name: `router-password-Kq7x8Lm2z.md`, `密码 Abc12345x.md`.
+# In a name, `-`, `_` and blanks separate words, so the value is the word after the label.
+_PATH_PASSWORD_RE = re.compile(
+    r"(?i)(?:(?<![a-z])(?:"
+    + r"password|passwd|passwort|kennwort|passcode|pwd|pw|pass|mot[ _\-]de[ _\-]passe|mdp"
+    + r"|contrase[ñn]a|senha|wachtwoord|has[łl]o|salasana|[şs]ifre|пароль"
+    + r")s?[ _\-=:：]+|(?:密码|密碼|口令|パスワード|비밀번호|비번|암호)[ _\-=:：]*)"
+    + r"(?P<value>[^\s_=:：/\\-]{6,64}+)"
+)
+
+
+def _path_password_findings(path: str) -> list[Finding]:
+    stem = PurePosixPath(path.replace("\\", "/")).name
+    stem = stem[: -len(PurePosixPath(stem).suffix)] if PurePosixPath(stem).suffix else stem
+    for m in _PATH_PASSWORD_RE.finditer(stem[:512]):
+        value = m.group("value")
+        if _looks_like_password(value):
+            return [Finding("password-in-path", "sensitive-path", 0, f"password {mask(value)}")]
+    return []
 
 
 def _name_has_keyword(path: str, name_keywords: tuple[str, ...]) -> bool:
@@ -223,9 +253,15 @@ _UUID_RE = re.compile(
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 )
 _IDENTIFIER_RE = re.compile(r"^[a-z_][a-z0-9_.]*$")
-# Words joined as code names join them: CamelCase (acronym runs allowed) or snake_case.
-_WORDY_RE = re.compile(
-    r"^(?:[A-Z]{2,}(?=[A-Z][a-z]|$)|[A-Z]?[a-z]{2,})+$|^[a-z]{2,}(?:[_\-][a-z]{2,})+$"
+# A code name's pieces: words in camelCase or PascalCase (an acronym run ends where the next
+# word starts: `BPETokenizer` is BPE, Tokenizer), numbers, and the separators of snake_case,
+# kebab-case and dotted names. Read piece by piece, never as one nested repetition (which
+# backtracks exponentially over a long lowercase run).
+_NAME_CHARS_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_NAME_PIECE_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_CONSONANT_RUN_RE = re.compile(r"[^aeiouy]{5}")
+_TWO_LETTER_WORDS = frozenset(
+    "id is of to at by in on up or as do go if no my me we us it an be ui io os ok ex re de".split()
 )
 # CJK ideographs, kana, hangul and full-width punctuation: where a value written in prose ends.
 _WIDE = WIDE_CLASS
@@ -252,8 +288,72 @@ def is_placeholder(value: str) -> bool:
 
 
 def _is_wordy(value: str) -> bool:
-    """`AbstractSingletonProxyFactoryBean`, `get_random_secret_key`: names, not random tokens."""
-    return bool(_WORDY_RE.match(value))
+    """`AbstractSingletonProxyFactoryBean`, `get_random_secret_key`, `getOAuth2TokenProvider`,
+    `base64EncodedSecretName`: names made of words, not random tokens.
+
+    Words are pieces a person can say (a vowel, no run of five consonants), most of the letters,
+    or at most two acronyms of up to five capitals; at most one lone letter and two short
+    numbers; at least two words of three letters or more. A random token breaks into lone
+    letters, capitals and digits at once."""
+    if not _NAME_CHARS_RE.match(value):
+        return False
+    pieces = _NAME_PIECE_RE.findall(value)
+    words = singles = numbers = acronyms = spoken = vowels = 0
+    for piece in pieces:
+        if piece.isdigit():
+            numbers += 1
+            if len(piece) > 4:
+                return False
+        elif len(piece) == 1:
+            singles += 1
+        elif piece.isupper() and len(piece) <= 5:
+            acronyms += 1
+            words += len(piece) >= 3
+        else:
+            low = piece.lower()
+            if len(low) <= 4 and not any(c in "aeiouy" for c in low):
+                acronyms += 1  # http, sql, cfg: short names said letter by letter
+                words += len(piece) >= 3
+                continue
+            if not any(c in "aeiouy" for c in low) or _CONSONANT_RUN_RE.search(low):
+                return False
+            if len(low) == 2 and low not in _TWO_LETTER_WORDS:
+                return False
+            words += len(piece) >= 3
+            spoken += len(piece)
+            vowels += sum(c in "aeiouy" for c in low)
+    letters = sum(c.isalpha() for c in value)
+    return (
+        words >= 2
+        and singles + acronyms <= 2
+        and singles <= 1
+        and numbers <= 2
+        and spoken >= 0.6 * letters
+        and vowels >= 0.25 * spoken  # English names run near 35 %, random letters near 23 %
+    )
+
+
+# A code name reads as words with a verb first (`useClientSecret…`, `getToken`), or a test or
+# a class (`TestPasswordReset`, `…Provider`, `…Validator`): a value no person types as a secret.
+_CODE_FIRST_WORDS = frozenset(
+    "get set is has use load read parse make create build fetch generate resolve find on handle "
+    "should can test new init validate check refresh exchange".split()
+)
+_CODE_LAST_WORDS = frozenset(
+    "impl factory provider validator ref handler service manager config exception error type "
+    "name id builder filter store loader reader resolver client context policy strategy "
+    "adapter helper util utils spec test tests".split()
+)
+
+
+def _is_code_name(value: str) -> bool:
+    if not _is_wordy(value):
+        return False
+    pieces = [p.lower() for p in _NAME_PIECE_RE.findall(value) if not p.isdigit()]
+    lower_camel = value[:1].islower() and any(c.isupper() for c in value)
+    return bool(pieces) and (
+        lower_camel or pieces[0] in _CODE_FIRST_WORDS or pieces[-1] in _CODE_LAST_WORDS
+    )
 
 
 _ENTROPY = Base64HighEntropyString()
@@ -287,6 +387,71 @@ class _Hit:
     preview: str | None = None
 
 
+# --- bounds on the work of a scan ------------------------------------------------------------
+# Python's regex engine backtracks, so even a careful pattern can cost the square of the line
+# it is given. No rule is ever handed a line longer than SCAN_LINE_CHARS: a longer line is cut
+# into windows of that width, each repeating the last SCAN_OVERLAP characters of the one
+# before, so any secret up to SCAN_OVERLAP characters long is whole in some window. The work
+# of each rule is then at most (note length / window step) x (cost of one window): linear in
+# the note whatever the pattern. Two more bounds hold per note: its length, and the number of
+# candidate matches each rule family may examine (per megabyte, so a long table is fine and a
+# note made of nothing but keywords is not). A note past either is not scanned to the end and
+# is quarantined as "too complex to scan", never indexed unscanned.
+SCAN_LINE_CHARS = 8192
+SCAN_OVERLAP = 2048
+SCAN_NOTE_CHARS = 8_000_000
+RULE_CANDIDATES = 50_000  # per family, per started megabyte
+TOO_COMPLEX = "too-complex-to-scan"
+
+
+@dataclass
+class ScanStats:
+    """What a scan handed its regexes: the deterministic measure of its work (tests, bench)."""
+
+    chars: dict[str, int] = field(default_factory=dict)  # rule family -> characters searched
+    candidates: dict[str, int] = field(default_factory=dict)  # rule family -> matches examined
+    longest_line: int = 0  # the longest line any regex was given
+    too_complex: list[tuple[str, str]] = field(default_factory=list)  # (rule family, why)
+
+    def total_chars(self) -> int:
+        return sum(self.chars.values())
+
+
+def _windowed(text: str) -> tuple[str, list[int], list[int], list[int], int]:
+    """(view, joints, segment starts in the view, the same in `text`, longest view line).
+
+    The view is `text` with every line over SCAN_LINE_CHARS cut into overlapping windows, one
+    per view line; `joints` are the view offsets of the newlines that cut added."""
+    lines = text.split("\n")
+    longest = max(map(len, lines))
+    if longest <= SCAN_LINE_CHARS:
+        return text, [], [0], [0], longest
+    step = SCAN_LINE_CHARS - SCAN_OVERLAP
+    pieces: list[str] = []
+    joints: list[int] = []
+    seg_view: list[int] = []
+    seg_text: list[int] = []
+    vpos = tpos = 0
+    for line in lines:
+        if len(line) <= SCAN_LINE_CHARS:
+            if not seg_view or vpos - seg_view[-1] != tpos - seg_text[-1]:
+                seg_view.append(vpos)
+                seg_text.append(tpos)
+            pieces.append(line)
+            vpos += len(line) + 1
+        else:
+            starts = [*range(0, len(line) - SCAN_LINE_CHARS, step), len(line) - SCAN_LINE_CHARS]
+            for k, start in enumerate(starts):
+                if k:
+                    joints.append(vpos - 1)
+                seg_view.append(vpos)
+                seg_text.append(tpos + start)
+                pieces.append(line[start : start + SCAN_LINE_CHARS])
+                vpos += SCAN_LINE_CHARS + 1
+        tpos += len(line) + 1
+    return "\n".join(pieces), joints, seg_view, seg_text, SCAN_LINE_CHARS
+
+
 class _Note:
     """The text under scan, with cheap gates so a costly regex only runs where it could match.
 
@@ -295,38 +460,100 @@ class _Note:
     lines holding a literal (offsets are mapped back), which is what keeps a 1 MB note fast.
     `strict` is set for a note whose name says it holds secrets (`passwords.md`, `密码.md`):
     its `label: value` lines and table cells are held to a lower bar.
+
+    `text` is the bounded view of the note (see SCAN_LINE_CHARS): rules work on it and report
+    offsets in it; `source_span` maps them back to the note. `rule` names the rule family that
+    is running, whose candidates `find` counts against RULE_CANDIDATES.
     """
 
-    def __init__(self, text: str, strict: bool = False) -> None:
-        self.text = text
+    def __init__(self, text: str, strict: bool = False, stats: ScanStats | None = None) -> None:
+        self.source = text
+        self.text, self._joints, self._seg_view, self._seg_text, longest = _windowed(text)
         self.strict = strict
-        lowered = text.lower()
+        self.stats = stats if stats is not None else ScanStats()
+        self.stats.longest_line = max(self.stats.longest_line, longest)
+        self.rule = "other"
+        self.stopped: set[str] = set()
+        self.budget = RULE_CANDIDATES * (1 + len(text) // 1_000_000)
+        lowered = self.text.lower()
         # Some characters change length when lower-cased; then gating by offsets is unsafe.
-        self.lower = lowered if len(lowered) == len(text) else None
+        self.lower = lowered if len(lowered) == len(self.text) else None
         self._views: dict[tuple[str, ...], tuple[str, list[int], list[int]]] = {}
+
+    def child(self, text: str) -> _Note:
+        """A text derived from this note (a decoded value, two joined lines), scanned under the
+        same budget."""
+        inner = _Note(text, stats=self.stats)
+        inner.rule, inner.budget, inner.stopped = self.rule, self.budget, self.stopped
+        return inner
+
+    def source_span(self, start: int, end: int) -> tuple[int, int]:
+        if len(self._seg_view) == 1:
+            return start, end
+        i = bisect_right(self._seg_view, start) - 1
+        j = bisect_right(self._seg_view, max(start, end - 1)) - 1
+        return (
+            self._seg_text[i] + start - self._seg_view[i],
+            self._seg_text[j] + end - self._seg_view[j],
+        )
+
+    def joint(self, pos: int) -> bool:
+        """True if the newline at view offset `pos` was added by cutting a long line."""
+        if not self._joints:
+            return False
+        i = bisect_right(self._joints, pos) - 1
+        return i >= 0 and self._joints[i] == pos
+
+    def cut(self, start: int, end: int) -> bool:
+        """True if a match at [start, end) runs into a window's edge: it may go on beyond."""
+        return bool(self._joints) and (self.joint(start - 1) or self.joint(end))
 
     def has(self, gate: tuple[str, ...]) -> bool:
         low = self.lower if self.lower is not None else self.text.lower()
         return any(word in low for word in gate)
 
+    def _searched(self, chars: int) -> None:
+        self.stats.chars[self.rule] = self.stats.chars.get(self.rule, 0) + chars
+
+    def spend(self, n: int = 1) -> bool:
+        """Count `n` candidates for the running rule family; False once it is over budget."""
+        if self.rule in self.stopped:
+            return False
+        used = self.stats.candidates.get(self.rule, 0) + n
+        self.stats.candidates[self.rule] = used
+        if used > self.budget:
+            self.stopped.add(self.rule)
+            why = f"more than {self.budget:,} candidate matches for the {self.rule} rules"
+            self.stats.too_complex.append((self.rule, why))
+            return False
+        return True
+
     def find(
         self, pattern: Pattern[str], gate: tuple[str, ...] = (), lines: bool = False
     ) -> Iterable[tuple[Match[str], int]]:
         """Matches of `pattern`, each with the offset to add to its positions."""
+        if self.rule in self.stopped:
+            return
         if not gate or self.lower is None:
-            for m in pattern.finditer(self.text):
-                yield m, 0
+            sub, shift = self.text, 0
+        elif not any(word in self.lower for word in gate):
             return
-        if not any(word in self.lower for word in gate):
+        elif not lines:
+            sub, shift = self.text, 0
+        else:
+            sub, sub_starts, starts = self._view(gate)
+            self._searched(len(sub))
+            for m in pattern.finditer(sub):
+                if not self.spend():
+                    return
+                i = bisect_right(sub_starts, m.start()) - 1
+                yield m, starts[i] - sub_starts[i]
             return
-        if not lines:
-            for m in pattern.finditer(self.text):
-                yield m, 0
-            return
-        sub, sub_starts, starts = self._view(gate)
+        self._searched(len(sub))
         for m in pattern.finditer(sub):
-            i = bisect_right(sub_starts, m.start()) - 1
-            yield m, starts[i] - sub_starts[i]
+            if not self.spend():
+                return
+            yield m, shift
 
     def _view(self, gate: tuple[str, ...]) -> tuple[str, list[int], list[int]]:
         if gate not in self._views:
@@ -430,6 +657,29 @@ _PLUGIN_GATES: dict[str, list[_Gate]] = {
 }
 
 
+# Upstream patterns that backtrack over the square of a line, and their linear equivalents.
+# ` *` / ` +` / ` *` around the operator retry every split of a run of spaces; a JWT, npm or
+# OpenAI pattern retried from each `eyJ` / `//` / `sk-` inside one long run re-reads the run.
+_SPACED_OPERATOR = "(?: *)(?:=|:|:=|=>| +|::)(?: *)"
+_LINEAR_OPERATOR = "(?: *+)(?:(?:=>|:=|::|=|:)(?: *+)|(?<= ))"
+_LINEAR_PLUGIN_PATTERNS = {
+    r"eyJ[A-Za-z0-9-_=]+\.[A-Za-z0-9-_=]+\.?[A-Za-z0-9-_.+/=]*?": (
+        r"(?<![A-Za-z0-9_=-])eyJ[A-Za-z0-9_=-]++\.[A-Za-z0-9_=-]++\.?[A-Za-z0-9_.+/=-]*?"
+    ),
+    r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*": (
+        r"(?<!/)//[^\s]{1,256}?/:_authToken=[ \t]*+((npm_\S+)|([A-Fa-f0-9-]{36}))"
+    ),
+    r"sk-[A-Za-z0-9-_]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}": (
+        r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]*[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}"
+    ),
+}
+
+
+def _linear(pattern: str) -> str:
+    pattern = _LINEAR_PLUGIN_PATTERNS.get(pattern, pattern)
+    return pattern.replace(_SPACED_OPERATOR, _LINEAR_OPERATOR)
+
+
 def _plugin_patterns() -> tuple[tuple[str, Pattern[str], tuple[str, ...], bool], ...]:
     # Their patterns were written for single lines: MULTILINE keeps ^/$ per line on a whole note.
     out = []
@@ -441,7 +691,7 @@ def _plugin_patterns() -> tuple[tuple[str, Pattern[str], tuple[str, ...], bool],
             gate, lines = gates[i] if i < len(gates) else ((), False)
             # Tokens never span lines: search only the lines holding the prefix.
             lines = lines or (bool(gate) and rule_id != "private-key")
-            compiled = re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
+            compiled = re.compile(_linear(pattern.pattern), pattern.flags | re.MULTILINE)
             out.append((rule_id, compiled, gate, lines))
     return tuple(out)
 
@@ -676,13 +926,14 @@ _URL_CREDENTIALS_RE = re.compile(
 # query strings (`?user=u&password=…`).
 _CONN_PARAM_RE = re.compile(
     r"(?i)(?:^|[\s;?&\"'])(?:password|pwd|passwd|pass|sslpassword|sharedaccesskey|accountkey)"
-    r"\s*=\s*(?:'((?:[^'\\\n]|\\.)+)'|\"([^\"\n]+)\"|\{([^}\n]+)\}|([^\s;&\"'#]+))"
+    r"[ \t]*+=[ \t]*+(?:'((?:[^'\\\n]|\\.){1,256})'|\"([^\"\n]{1,256})\"|\{([^}\n]{1,256})\}"
+    r"|([^\s;&\"'#]+))"
 )
 _CONN_CONTEXT_RE = re.compile(
     r"(?i)(?:^|[\s;?&\"'])(?:host|hostaddr|server|data source|user id|uid|user|username|dbname"
     r"|database|initial catalog|port|endpoint|accountname|sharedaccesskeyname)\s*="
 )
-_PGPASS_RE = re.compile(r"(?m)^\s*[\w.\-\[\]*]+:(?:\d+|\*):[\w.\-*]+:[\w.\-@*]+:(\S+)\s*$")
+_PGPASS_RE = re.compile(r"(?m)^[ \t]*[\w.\-\[\]*]+:(?:\d+|\*):[\w.\-*]+:[\w.\-@*]+:(\S+)[ \t]*$")
 _NETRC_RE = re.compile(
     r"(?i)\bmachine\s+\S+(?:\s+(?:login|account|port)\s+\S+)*\s+password\s+(\S+)"
 )
@@ -697,8 +948,11 @@ def _url_hits(note: _Note) -> Iterable[_Hit]:
     for m, shift in note.find(_CONN_PARAM_RE, ("pass", "pwd", "sharedaccess", "accountkey"), True):
         group = next(i for i in range(1, 5) if m.group(i) is not None)
         value = m.group(group)
-        line_start = m.string.rfind("\n", 0, m.start()) + 1
-        line = m.string[line_start : m.string.find("\n", m.end()) % (len(m.string) + 1)]
+        # The context is looked for near the match, not on the whole (possibly 8k) line: a
+        # line of many parameters would otherwise be read once per parameter.
+        line_start = max(m.string.rfind("\n", 0, m.start()) + 1, m.start() - 512)
+        line_end = m.string.find("\n", m.end(), m.end() + 512)
+        line = m.string[line_start : line_end if line_end != -1 else m.end() + 512]
         if m.group()[:1] not in "?&;" and not _CONN_CONTEXT_RE.search(line):
             continue  # `PWD=/home/ann` is a shell variable, not a connection string
         if len(value) >= 4 and not is_placeholder(value) and not _CODE_EXPRESSION_RE.search(value):
@@ -740,7 +994,10 @@ def _url_param_hits(note: _Note) -> Iterable[_Hit]:
 
 # --- passwords written as key: value -------------------------------------------------------
 
-_OPERATOR = r"[*_`'\"\])）]*[ \t]*(?P<op>:=|=>|=(?!=)|:(?!//)|：|[ \t]+is[ \t]+)[*_`]*[ \t]*"
+# Possessive runs: a long run of spaces is read once, not once per way to split it.
+_OPERATOR = (
+    r"[*_`'\"\])）]*+[ \t]*+(?P<op>:=|=>|=(?!=)|:(?!//)|：|(?<=[ \t])is[ \t]++)[*_`]*+[ \t]*+"
+)
 # English and, because notes travel, the password words of other languages written in Latin
 # or Cyrillic script (German, French, Spanish, Portuguese, Italian, Dutch, Polish, Nordic,
 # Turkish, Vietnamese, Russian...).
@@ -755,7 +1012,7 @@ _PASSWORD_EN_RE = re.compile(
     + _PASSWORD_WORDS_LATIN
     + r"))"
     + _OPERATOR
-    + r"(?P<rest>[^\n]*)"
+    + r"(?P<rest>[^\n]{0,256})"
 )
 # Chinese (simplified and traditional), Japanese, Korean: label, optional separator, value.
 # 암호 (Korean "password") is also the stem of 암호학/암호화 (cryptography, encryption).
@@ -765,7 +1022,7 @@ _CJK_PASSWORD_WORDS = (
 )
 _PASSWORD_CJK_RE = re.compile(
     r"(?P<key>" + _CJK_PASSWORD_WORDS + r")[*_`\s]*"
-    r"(?P<op>[:：=]|是|为|為|は|[은는]|\s)[*_`]*[ \t]*(?P<rest>[^\n]*)"
+    r"(?P<op>[:：=]|是|为|為|は|[은는]|\s)[*_`]*[ \t]*(?P<rest>[^\n]{0,256})"
 )
 _QUOTES = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "「": "」", "『": "』"}
 _TOKEN_END_RE = re.compile(f"[\\s|]|[{_WIDE}]")
@@ -820,6 +1077,8 @@ def _is_password(value: str, quoted: bool, whole: bool, op: str, key: str) -> bo
     if not quoted:
         if _CODE_EXPRESSION_RE.search(value) or value.startswith(("/", "~/", "./", "$", "%")):
             return False
+        if _is_code_name(value):
+            return False  # `client_secret: useClientSecretFromEnvironment`, `PASS: TestLogin`
         # `password = pw` in code is a variable; `DB_PASSWORD=hunter2` in an env file is not.
         if op.strip() in ("=", ":=") and _IDENTIFIER_RE.match(value) and not key.isupper():
             return False
@@ -867,7 +1126,8 @@ def _password_hits(note: _Note) -> Iterable[_Hit]:
 def _password_hit(note: _Note, m: Match[str], key: str, shift: int) -> Iterable[_Hit]:
     rest = m.group("rest")
     value, offset, quoted, whole = _password_value(rest)
-    if not value.strip() and m.group("op").strip() in (":", "：", "="):
+    at_end = m.string[m.end("rest") : m.end("rest") + 1] in ("", "\n")
+    if not value.strip() and at_end and m.group("op").strip() in (":", "：", "="):
         # The label alone on its line ("password:"): the value may be on the next line.
         yield from _next_line_password(note, m.end("rest") + shift)
         return
@@ -876,15 +1136,21 @@ def _password_hit(note: _Note, m: Match[str], key: str, shift: int) -> Iterable[
         yield _Hit(start, start + len(value), "password-assignment", value, 2)
 
 
+_LIST_MARK_RE = re.compile(r"^(?:[-*+>][ \t]++)++")
+
+
 def _next_line_password(note: _Note, pos: int) -> Iterable[_Hit]:
     text = note.text
-    for _ in range(2):  # at most one blank line between the label and the value
-        if pos >= len(text):
+    for _ in range(3):  # a blank line and a code fence may sit between the label and the value
+        if pos >= len(text) or note.joint(pos):
             return
         end = text.find("\n", pos + 1)
         end = len(text) if end == -1 else end
         line = text[pos + 1 : end]
-        stripped = line.strip().strip("`'\"")
+        if line.strip().startswith(("```", "~~~")):
+            pos = end
+            continue
+        stripped = _LIST_MARK_RE.sub("", line.strip()[:200]).strip().strip("`'\"")
         if stripped:
             if " " not in stripped and _looks_like_password(stripped):
                 if not _CJK_RE.search(stripped):
@@ -894,6 +1160,81 @@ def _next_line_password(note: _Note, pos: int) -> Iterable[_Hit]:
         pos = end
 
 
+# --- a label alone on its line, the password on the next ----------------------------------
+
+# `Password`, `**Password:**`, `## Password`, `- WiFi password below`, `The root password for
+# the NAS is:`, `Kennwort für den Server`, `密码`: a short line naming a password and nothing
+# else; the value is then the next line (see `_next_line_password`).
+_SHORT_LINE_RE = re.compile(r"(?m)^[^\n]{1,100}+$")
+_PASSWORD_WORD_RE = re.compile(
+    r"(?i)(?<![\w])(?:" + _PASSWORD_WORDS_LATIN + r")s?(?![\w])|" + _CJK_PASSWORD_WORDS
+)
+_LABEL_DECOR = "#>*-+_`~ \t"
+_LABEL_END_RE = re.compile(
+    r"(?i)(?:[ \t]*+(?:[:：=\-–—↓]|is|ist|est|es|below|unten|ci-dessous))++$"
+)
+
+
+def _label_line_hits(note: _Note) -> Iterable[_Hit]:
+    for m, shift in note.find(_SHORT_LINE_RE, _PASSWORD_GATE + _CJK_PASSWORD_GATE, lines=True):
+        label = _LABEL_END_RE.sub("", m.group().strip(_LABEL_DECOR)).strip(_LABEL_DECOR)
+        if (
+            not label
+            or label.endswith(("?", ".", "。", "？"))
+            or not _PASSWORD_WORD_RE.search(label)
+        ):
+            continue
+        words = label.split()
+        if len(words) > 8 or any(_looks_like_password(w.strip("()[]")) for w in words):
+            continue  # a sentence, or a line that holds its value (the assignment rules read it)
+        yield from _next_line_password(note, m.end() + shift)
+
+
+# --- secrets in running prose: a credential's name, a few words, the value --------------------
+
+_PROSE_LABELS_LATIN = (
+    r"auth[ _\-]?token|access[ _\-]?token|api[ _\-]?(?:key|token|secret)|client[ _\-]?secret"
+    r"|app[ _\-]?secret|secret(?:[ _\-]?key)?|token|jeton|clave(?:[ _]secreta)?|chave"
+    r"|schlüssel|geheimnis|segreto|sleutel"
+)
+_PROSE_SECRET_RE = re.compile(
+    r"(?i)(?<![\w\-])(?P<label>" + _PROSE_LABELS_LATIN + r")(?![\w])"
+    r"(?P<gap>[^\n.;:=$。；：]{0,48}?)(?<![A-Za-z0-9+/_\-=.~$])"
+    r"(?P<value>[A-Za-z0-9][A-Za-z0-9+/_\-~]{15,}+={0,2}+)(?![=$]|\.\w)"
+)
+_PROSE_SECRET_CJK_RE = re.compile(
+    r"(?P<label>密钥|秘钥|金鑰|密鑰|令牌|权杖|權杖|トークン|シークレット|秘密鍵|토큰|시크릿|비밀\s?키)"
+    r"(?P<gap>[^\n。；$]{0,24}?)(?<![A-Za-z0-9+/_\-=.~$])"
+    r"(?P<value>[A-Za-z0-9][A-Za-z0-9+/_\-~]{15,}+={0,2}+)(?![=$]|\.\w)"
+)
+_PROSE_GATE = ("token", "secret", "api", "key", "jeton", "clave", "chave", "schlüssel", "geheim")
+_PROSE_CJK_GATE = (
+    "密钥", "秘钥", "金鑰", "密鑰", "令牌", "权杖", "權杖", "トークン", "シークレット", "秘密鍵",
+    "토큰", "시크릿", "비밀",
+)  # fmt: skip
+
+
+def _prose_hits(note: _Note) -> Iterable[_Hit]:
+    """`account 4471 authenticates with token 7Hq…`, `AccessKey Secret 是 …`: a value after a
+    credential's name in a sentence, with no `:` or `=` between (the assignment rules read
+    those). The value must be random like a key (`_is_secret_token`), and the words between must
+    not say it is an id, a hash or a name."""
+    found = itertools.chain(
+        note.find(_PROSE_SECRET_RE, _PROSE_GATE, lines=True),
+        note.find(_PROSE_SECRET_CJK_RE, _PROSE_CJK_GATE, lines=True),
+    )
+    for m, shift in found:
+        value = m.group("value").rstrip(".~-=")
+        after = m.string[m.end("value") : m.end("value") + 1]
+        if after in ("(", "@", "/") or set(_key_words(m.group("gap"))) & _NOT_SECRET_WORDS:
+            continue
+        # Every label here names a credential (in whatever language): the strongest key.
+        if _is_code_name(value) or not _is_secret_token("secret_token", value):
+            continue
+        start = m.start("value") + shift
+        yield _Hit(start, start + len(value), "secret-in-prose", value, 3)
+
+
 # --- passwords on command lines ------------------------------------------------------------
 
 _COMMAND_RULES: tuple[tuple[Pattern[str], tuple[str, ...]], ...] = tuple(
@@ -901,20 +1242,20 @@ _COMMAND_RULES: tuple[tuple[Pattern[str], tuple[str, ...]], ...] = tuple(
     for pattern, gate in (
         # mysql -pSECRET (no space: with a space, -p prompts), mysqldump, mysqladmin
         (
-            r"\bmysql(?:dump|admin|sh)?\b[^\n|;]*?\s-p(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            r"\bmysql(?:dump|admin|sh)?\b[^\n|;]{0,256}?\s-p(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
             ("mysql",),
         ),
         (r"\bsshpass\s+-p\s*(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("sshpass",)),
         (
-            r"\b(?:curl|wget|http|xh)\b[^\n|]*?\s(?:-u|--user)\s*(?P<q>['\"]?)[^\s:'\"]+:(?P<v>[^\s'\"]{3,})(?P=q)",
+            r"\b(?:curl|wget|http|xh)\b[^\n|]{0,256}?\s(?:-u|--user)\s*(?P<q>['\"]?)[^\s:'\"]+:(?P<v>[^\s'\"]{3,})(?P=q)",
             ("-u", "--user"),
         ),
         (
-            r"\bdocker\s+login\b[^\n|]*?\s(?:-p|--password)[\s=](?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            r"\bdocker\s+login\b[^\n|]{0,256}?\s(?:-p|--password)[\s=](?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
             ("docker",),
         ),
         (
-            r"\bredis-cli\b[^\n|]*?\s(?:-a|--pass)\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            r"\bredis-cli\b[^\n|]{0,256}?\s(?:-a|--pass)\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
             ("redis-cli",),
         ),
         (
@@ -926,13 +1267,13 @@ _COMMAND_RULES: tuple[tuple[Pattern[str], tuple[str, ...]], ...] = tuple(
             ("pass:",),
         ),
         (
-            r"\bsmbclient\b[^\n|]*?\s(?:-U|--user)[\s=](?P<q>['\"]?)[^\s%'\"]+%(?P<v>[^\s'\"]{3,})(?P=q)",
+            r"\bsmbclient\b[^\n|]{0,256}?\s(?:-U|--user)[\s=](?P<q>['\"]?)[^\s%'\"]+%(?P<v>[^\s'\"]{3,})(?P=q)",
             ("smbclient",),
         ),
-        (r"\bldap\w+\b[^\n|]*?\s-w\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("ldap",)),
-        (r"\bsqlcmd\b[^\n|]*?\s-P\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("sqlcmd",)),
+        (r"\bldap\w+\b[^\n|]{0,256}?\s-w\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("ldap",)),
+        (r"\bsqlcmd\b[^\n|]{0,256}?\s-P\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("sqlcmd",)),
         (
-            r"\b(?:zip|7z|7za|unzip|rar|unrar)\b[^\n|]*?\s-P?p?\s*(?:-P\s+|-p)(?P<q>['\"]?)(?P<v>[^\s'\"\-][^\s'\"]{2,})(?P=q)",
+            r"\b(?:zip|7z|7za|unzip|rar|unrar)\b[^\n|]{0,256}?\s-P?p?\s*(?:-P\s+|-p)(?P<q>['\"]?)(?P<v>[^\s'\"\-][^\s'\"]{2,})(?P=q)",
             ("zip", "7z", "rar"),
         ),
         (
@@ -942,10 +1283,10 @@ _COMMAND_RULES: tuple[tuple[Pattern[str], tuple[str, ...]], ...] = tuple(
         (r"\bnet\s+user\s+\S+\s+(?P<q>['\"]?)(?P<v>[^\s'\"/*]{4,})(?P=q)", ("net user",)),
         (r"\becho\s+(?P<q>['\"]?)(?P<v>[^\s'\"|]{4,})(?P=q)\s*\|\s*sudo\s+-S", ("sudo",)),
         (
-            r"\b(?:mongo|mongosh)\b[^\n|]*?\s(?:-p|--password)\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
+            r"\b(?:mongo|mongosh)\b[^\n|]{0,256}?\s(?:-p|--password)\s+(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)",
             ("mongo",),
         ),
-        (r"\bpsql\b[^\n|]*?password=(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("psql",)),
+        (r"\bpsql\b[^\n|]{0,256}?password=(?P<q>['\"]?)(?P<v>[^\s'\"]{3,})(?P=q)", ("psql",)),
     )
 )
 
@@ -974,7 +1315,12 @@ _TABLE_SECRET_KEY_RE = re.compile(
 )
 
 
-_TABLE_RULE_RE = re.compile(r"\s*:?-{2,}:?\s*")
+_TABLE_RULE_RE = re.compile(r"\s*+:?-{2,}+:?\s*+")
+# An amount: digits with two decimals, or a currency sign (5.00, 3,99 €, $12, ¥30).
+_PRICE_RE = re.compile(
+    r"[$€£¥]?[ ]?\d{1,7}(?:[.,]\d{2})[ ]?(?:[$€£¥%]|[A-Z]{3})?|[$€£¥][ ]?\d{1,7}"
+)
+_TABLE_LABEL_CHARS = 80  # a header or label cell; longer cells are values
 
 
 def _table_cells(line: str) -> list[str] | None:
@@ -997,16 +1343,22 @@ def _table_hits(note: _Note) -> Iterable[_Hit]:
         if cells is None:
             header, header_secret = [], []
             continue
+        if not note.spend():
+            return
         if all(_TABLE_RULE_RE.fullmatch(c) for c in cells):
             continue
-        is_key = [bool(_TABLE_KEY_RE.match(c)) for c in cells]
-        is_secret_key = [bool(_TABLE_SECRET_KEY_RE.search(c)) and len(c) < 60 for c in cells]
+        is_key = [len(c) <= _TABLE_LABEL_CHARS and bool(_TABLE_KEY_RE.match(c)) for c in cells]
+        is_secret_key = [len(c) < 60 and bool(_TABLE_SECRET_KEY_RE.search(c)) for c in cells]
         following = _table_cells(lines[i + 1]) if i + 1 < len(lines) else None
         if following and all(_TABLE_RULE_RE.fullmatch(c) for c in following):
             header, header_secret = is_key, is_secret_key  # a header row holds labels
             continue
-        candidates = [cells[j + 1] for j, k in enumerate(is_key[:-1]) if k]
-        candidates += [c for c, h in zip(cells, header, strict=False) if h]
+        # A row label's neighbour is a password unless it reads as a price: `| password
+        # manager (family) | 5.00 |` is a subscription, not a credential. Under a password
+        # header (below) every value counts.
+        beside = [cells[j + 1] for j, k in enumerate(is_key[:-1]) if k]
+        beside = [c for c in beside if not _PRICE_RE.fullmatch(c.strip().strip("*_"))]
+        candidates = beside + [c for c, h in zip(cells, header, strict=False) if h]
         for cell in candidates:
             value, _, quoted, _ = _password_value(cell.strip().strip("*_"))
             if _is_password(value, quoted, True, ":", "password"):
@@ -1170,17 +1522,32 @@ def _header_hits(note: _Note) -> Iterable[_Hit]:
 # --- secrets in a sensitive-named note: any `label: value` that reads as a password ----------
 
 _LABELLED_RE = re.compile(
-    r"(?m)^[ \t>*\-+]*[^\n:：=|]{1,40}?[*_`]*[ \t]*(?:[:：=]|[ \t]/)[ \t]*[*_`'\"]*"
-    r"(?P<value>[^\s'\"`|*]{6,64})[*_`'\"]*[ \t]*$"
+    r"(?m)^[ \t>*\-+]*+(?P<label>[^\n:：=|]{1,40}?)[*_`]*+[ \t]*+(?:[:：=]|(?<=[ \t])/)"
+    r"[ \t]*+[*_`'\"]*+"
+    r"(?P<value>[^\s'\"`|*]{6,64}+)[*_`'\"]*+[ \t]*+$"
+)
+# `login: alice / Walnut6324*`: a user and a password after one label.
+_SLASH_PAIR_RE = re.compile(
+    r"(?m)^[ \t>*\-+]*+(?P<label>[^\n:：=|/]{1,40}?)[*_`]*+[ \t]*+[:：=][ \t]*+[^\s/]{1,64}+"
+    r"[ \t]*+/[ \t]*+(?P<value>[^\s'\"`|]{6,64}+)[ \t]*+$"
 )
 _KEBAB_RE = re.compile(r"^[a-z0-9]+(?:[-_.][a-z0-9]+)+$")
+_TICKET_RE = re.compile(r"^[A-Z][A-Z0-9]{1,9}-\d{1,6}$")
+# Labels of a document's metadata, never of a secret.
+_NOT_SECRET_LABELS = frozenset(
+    "status owner owners ticket issue jira version reviewer reviewers author authors date "
+    "updated created algorithm rfc endpoint order priority type scope region link links "
+    "team milestone release due draft state revision ref".split()
+)
 
 
 def _strict_hits(note: _Note) -> Iterable[_Hit]:
     if not note.strict:
         return
-    for m in _LABELLED_RE.finditer(note.text):
+    for m, _ in itertools.chain(note.find(_LABELLED_RE), note.find(_SLASH_PAIR_RE, ("/",))):
         value = m.group("value")
+        if set(_key_words(m.group("label"))) & _NOT_SECRET_LABELS or _TICKET_RE.match(value):
+            continue  # `Status: Draft-v2`, `Ticket: SEC-2041` in a design note
         if _looks_like_password(value) and not _KEBAB_RE.match(value):
             yield _Hit(m.start("value"), m.end("value"), "password-in-sensitive-note", value, 4)
 
@@ -1193,27 +1560,32 @@ _DECODED_RULES_GATE = ("://", "password", "passwd", "pwd", "secret", "token", "k
 
 def _base64_hits(note: _Note) -> Iterable[_Hit]:
     """A connection string or key=value secret hidden in base64 (a Kubernetes Secret's data)."""
-    for m in _BASE64_RE.finditer(note.text):
+    for m, _ in note.find(_BASE64_RE):
         raw = m.group()
-        if len(raw) % 4 == 1:
-            continue
+        if len(raw) % 4 == 1 or note.cut(m.start(), m.end()):
+            continue  # not base64, or a run longer than a window (an inline image)
         try:
             decoded = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True).decode("utf-8")
         except (ValueError, UnicodeDecodeError):
             continue
         if not decoded.isprintable() and not all(c.isprintable() or c in "\n\t\r" for c in decoded):
             continue
-        inner = _Note(decoded)
+        inner = note.child(decoded)
         if not inner.has(_DECODED_RULES_GATE):
             continue
         if any(True for rule in _DECODED_RULES for _ in rule(inner)):
             yield _Hit(m.start(), m.end(), "base64-encoded-secret", raw, 1)
 
 
+# The token ending a line, then the rest of it alone on the next. Each run of token characters
+# is tried once (it must start a run, and is taken whole): no split of a long line is retried.
 _WRAPPED_LINE_RE = re.compile(
-    r"(?m)^(?P<first>.*[A-Za-z0-9+/_\-]{16,})[\"']?[ \t]*\\?[ \t]*\n"
-    r"[ \t]*[\"']?(?P<second>[A-Za-z0-9+/_\-=]{8,})[\"']?[ \t]*$"
+    r"(?m)(?<![A-Za-z0-9+/_\-])(?P<tail>[A-Za-z0-9+/_\-]{16,}+)[\"']?[ \t]*\\?[ \t]*(?P<nl>\n)"
+    r"[ \t]*[\"']?(?P<second>[A-Za-z0-9+/_\-=]{8,}+)[\"']?[ \t]*$"
 )
+# How much of the first line before its last token is read again with it: the label
+# (`AZURE_CLIENT_SECRET="…`) and then some.
+_WRAPPED_LEAD = 256
 
 
 def _wrapped_hits(note: _Note) -> Iterable[_Hit]:
@@ -1221,11 +1593,16 @@ def _wrapped_hits(note: _Note) -> Iterable[_Hit]:
     concatenated string literals): scan the joined line with the token and assignment rules."""
     if "-----BEGIN" in note.text:
         return  # PEM bodies are wrapped by design; the private-key rule sees them
-    for m in _WRAPPED_LINE_RE.finditer(note.text):
-        joined = _Note(m.group("first").rstrip("\"' \\") + m.group("second"))
+    for m, _ in note.find(_WRAPPED_LINE_RE):
+        if note.joint(m.start("nl")):
+            continue  # a long line cut into windows, not two lines
+        line_start = m.string.rfind("\n", 0, m.start("tail")) + 1
+        lead = m.string[max(line_start, m.start("tail") - _WRAPPED_LEAD) : m.start("tail")]
+        first = lead + m.group("tail")
+        joined = note.child(first + m.group("second"))
         for rule in (_token_hits, _plugin_hits, _entropy_hits):
             for hit in rule(joined):
-                if hit.end > len(m.group("first").rstrip("\"' \\")):
+                if hit.end > len(first):
                     yield _Hit(m.start("second"), m.end("second"), "wrapped-secret", hit.value, 1)
                     break
             else:
@@ -1241,11 +1618,13 @@ _SEED_LABEL = (
     r"|リカバリーフレーズ"
     r"|シードフレーズ|復元フレーズ|ニーモニック|복구\s?구문|시드\s?구문|니모닉|복구\s?문구|시드\s?문구"
 )
-_SEED_WORD_RUN = r"((?:[a-z]{3,8}(?:[\s,、\"'`]+(?:\d{1,2}[.)][ \t]*)?)){11,23}[a-z]{3,8})"
+_SEED_WORD_RUN = (
+    r"((?:[a-z]{3,8}(?:[\s,、\"'`]{1,12}+(?:\d{1,2}[.)][ \t]{0,4}+)?)){11,23}[a-z]{3,8})"
+)
 _SEED_LABEL_RE = re.compile(r"(?i)" + _SEED_LABEL)
-_SEED_TAIL_RE = re.compile(r"(?i)[^\n]{0,40}?[:：]?[\s\"'`]*" + _SEED_WORD_RUN)
+_SEED_TAIL_RE = re.compile(r"(?i)[^\n]{0,40}?[:：]?[\s\"'`]{0,12}+" + _SEED_WORD_RUN)
 # A line of nothing but 12-24 lowercase words (a class run first: cheap on a 1 MB note).
-_BARE_SEED_RE = re.compile(r"(?m)^[ \t`]*([a-z][a-z ]{38,214}[a-z])[ \t`]*$")
+_BARE_SEED_RE = re.compile(r"(?m)^[ \t`]*+([a-z][a-z ]{38,214}[a-z])[ \t`]*+$")
 _NUMBERED_SEED_RE = re.compile(
     r"(?m)^[ \t]*1[.)][ \t]*[a-z]{3,8}[ \t]*\n"
     r"(?:[ \t]*\d{1,2}[.)][ \t]*[a-z]{3,8}[ \t]*(?:\n|$)){11,23}"
@@ -1271,17 +1650,119 @@ def _seed_hits(note: _Note) -> Iterable[_Hit]:
         words = re.findall(r"[a-zA-Z]+", m.group(1))
         if len(words) >= 12 and not any(w.lower() in _STOPWORDS for w in words):
             yield _Hit(m.start(1), m.end(1), "seed-phrase", m.group(1), 1)
-    for m in _BARE_SEED_RE.finditer(note.text):
+    for m, _ in note.find(_BARE_SEED_RE):
         words = m.group(1).split(" ")
         if len(words) in (12, 15, 18, 21, 24) and not any(w in _STOPWORDS for w in words):
             if len(set(words)) == len(words) and all(3 <= len(w) <= 8 for w in words):
                 yield _Hit(m.start(1), m.end(1), "seed-phrase", m.group(1), 1)
     if "12." not in note.text and "12)" not in note.text:
         return
-    for m in _NUMBERED_SEED_RE.finditer(note.text):
+    for m, _ in note.find(_NUMBERED_SEED_RE):
         words = re.findall(r"[a-z]{3,8}", m.group())
         if len(words) in (12, 15, 18, 21, 24) and not any(w in _STOPWORDS for w in words):
             yield _Hit(m.start(), m.end(), "seed-phrase", m.group(), 1)
+
+
+# A run of words from one BIP-39 wordlist (the `mnemonic` package ships the ten published
+# lists): twelve to twenty-four, separated by blanks, commas, hyphens, numbering or table
+# pipes. It is a seed phrase when its checksum holds, or when it stands alone on its lines or
+# the note speaks of wallets; a checksum alone is 4 bits for 12 words, so a run inside prose
+# must be exactly a phrase long.
+# Letters and the combining accents of decomposed text (BIP-39 phrases are NFKD: `ma\u0301quina`).
+_SEED_TOKEN_RE = re.compile(r"(?:[^\W\d_]|[\u0300-\u036f]){1,16}+")
+_SEED_GAP_RE = re.compile(r"[\s,;|/\-.()\[\]\"'`*•·、，:：#0-9]{1,24}")
+_SEED_LENGTHS = (24, 21, 18, 15, 12)
+_SEED_CONTEXT_GATE = _SEED_GATE + (
+    "wallet", "ledger", "trezor", "metamask", "electrum", "phantom", "exodus", "bitcoin", "crypto",
+    "钱包", "錢包", "ウォレット", "지갑", "cartera", "portefeuille", "frase", "phrase",
+)  # fmt: skip
+
+
+@functools.cache
+def _bip39() -> tuple[dict[str, int], tuple[Any, ...]]:
+    """Every BIP-39 word -> a bit per wordlist holding it; and the lists' checkers."""
+    from mnemonic import Mnemonic
+
+    langs = sorted(Mnemonic.list_languages())
+    words: dict[str, int] = {}
+    checkers = []
+    for i, lang in enumerate(langs):
+        m = Mnemonic(lang)
+        checkers.append(m)
+        for w in m.wordlist:
+            key = unicodedata.normalize("NFKC", w).lower()
+            words[key] = words.get(key, 0) | (1 << i)
+    return words, tuple(checkers)
+
+
+def _seed_run_hit(note: _Note, run: list[tuple[int, int, str]], mask: int) -> _Hit | None:
+    if not note.spend():
+        return None
+    _, checkers = _bip39()
+    langs = [c for i, c in enumerate(checkers) if mask >> i & 1]
+    english = any(c.language == "english" for c in langs)
+    words = [w for _, _, w in run]
+    text = note.text
+    # Alone on its lines: nothing but numbering and separators before and after it on them
+    # (read over at most 64 characters each way: more than that is no phrase's margin).
+    start, end = run[0][0], run[-1][1]
+    first_line = text.rfind("\n", max(0, start - 64), start) + 1
+    last_line = text.find("\n", end, end + 64)
+    last_line = len(text) if last_line == -1 and len(text) - end <= 64 else last_line
+    alone = (
+        (first_line > 0 or start <= 64)
+        and last_line != -1
+        and not any(c.isalpha() for c in text[first_line:start] + text[end:last_line])
+    )
+    context = note.has(_SEED_CONTEXT_GATE)
+    if len(words) > _SEED_LENGTHS[0] + 2:
+        return None  # a list or a text of common words: a phrase is at most 24 words and a label
+    for size in _SEED_LENGTHS:
+        if size > len(words):
+            continue
+        offsets = (
+            range(len(words) - size + 1) if alone or context else (0,) if size == len(words) else ()
+        )
+        for k in offsets:
+            if not (alone or context) and len(set(words[k : k + size])) < size:
+                continue  # inside prose, a phrase from 2,048 words repeats almost never
+            phrase = " ".join(words[k : k + size])
+            if any(c.check(phrase) for c in langs):
+                return _Hit(run[k][0], run[k + size - 1][1], "seed-phrase", phrase, 1)
+    if len(words) <= 25 and ((english and (alone or context)) or (alone and context)):
+        return _Hit(run[0][0], run[-1][1], "seed-phrase", " ".join(words), 1)
+    return None
+
+
+def _bip39_hits(note: _Note) -> Iterable[_Hit]:
+    """Seed phrases without a label, or in a layout the label rules do not read: one word a
+    line, numbered grids, tables, hyphens, capitals, other languages' wordlists."""
+    known, _ = _bip39()
+    text = note.text
+    run: list[tuple[int, int, str]] = []
+    mask = 0
+    for m in _SEED_TOKEN_RE.finditer(text):
+        word = m.group().lower()
+        bits = (
+            known.get(word, 0)
+            if word.isascii()
+            else known.get(unicodedata.normalize("NFKC", word), 0)
+        )
+        if bits and run and bits & mask and _SEED_GAP_RE.fullmatch(text, run[-1][1], m.start()):
+            gap = text[run[-1][1] : m.start()]
+            if not gap.isdigit():
+                run.append((m.start(), m.end(), word))
+                mask &= bits
+                continue
+        if len(run) >= 12:
+            hit = _seed_run_hit(note, run, mask)
+            if hit is not None:
+                yield hit
+        run, mask = ([(m.start(), m.end(), word)], bits) if bits else ([], 0)
+    if len(run) >= 12:
+        hit = _seed_run_hit(note, run, mask)
+        if hit is not None:
+            yield hit
 
 
 # Rules worth running on a decoded base64 value (a wrapped connection string or password).
@@ -1298,34 +1779,61 @@ _CONTENT_RULES = (
     _entropy_hits,
     _header_hits,
     _seed_hits,
+    _bip39_hits,
+    _label_line_hits,
+    _prose_hits,
     _strict_hits,
     _base64_hits,
     _wrapped_hits,
 )
 
 
-def _content_findings(text: str, strict: bool = False) -> list[Finding]:
-    note = _Note(text, strict)
-    hits = sorted(
-        (hit for rule in _CONTENT_RULES for hit in rule(note)),
-        key=lambda h: (h.priority, h.start),
-    )
-    kept: list[_Hit] = []
-    for hit in hits:
-        # One secret, one finding: a GitHub token is not also a "high-entropy secret".
-        if not any(hit.start < k.end and k.start < hit.end for k in kept):
-            kept.append(hit)
-    kept.sort(key=lambda h: h.start)
-    newlines = [m.start() for m in re.finditer("\n", text)] if kept else []
-    return [
-        Finding(
-            h.rule_id,
-            "secret",
-            bisect_right(newlines, h.start) + 1,
-            h.preview or mask(h.value),
-        )
-        for h in kept
+# At most this many findings per note: it is quarantined by the first, the rest only help review.
+MAX_FINDINGS = 1000
+
+
+def _family(rule: Any) -> str:
+    """`_password_hits` -> "password": the name budgets and the audit use for a rule family."""
+    return str(rule.__name__).strip("_").removesuffix("_hits").replace("_", "-")
+
+
+def _content_findings(
+    text: str, strict: bool = False, stats: ScanStats | None = None
+) -> list[Finding]:
+    stats = stats if stats is not None else ScanStats()
+    if len(text) > SCAN_NOTE_CHARS:
+        why = f"{len(text):,} characters; the scan stops at {SCAN_NOTE_CHARS:,}"
+        stats.too_complex.append(("note", why))
+        return [Finding(TOO_COMPLEX, "unscanned", 0, f"too complex to scan: {why}")]
+    note = _Note(text, strict, stats)
+    hits: list[tuple[int, int, int, _Hit]] = []  # (priority, start, end) in the note's own text
+    for rule in _CONTENT_RULES:
+        note.rule = _family(rule)
+        for hit in rule(note):
+            start, end = note.source_span(hit.start, hit.end)
+            hits.append((hit.priority, start, end, hit))
+    hits.sort(key=lambda h: (h[0], h[1]))
+    # One secret, one finding: a GitHub token is not also a "high-entropy secret", and a secret
+    # seen in two overlapping windows of a long line is one secret. Kept spans never overlap,
+    # so checking the neighbours of a span's place among them is enough.
+    starts: list[int] = []
+    kept: list[tuple[int, int, _Hit]] = []
+    for _, start, end, hit in hits:
+        i = bisect_right(starts, start)
+        if i > 0 and kept[i - 1][1] > start:
+            continue
+        if i < len(kept) and kept[i][0] < end:
+            continue
+        starts.insert(i, start)
+        kept.insert(i, (start, end, hit))
+    newlines = [m.start() for m in re.finditer("\n", text)] if kept or stats.too_complex else []
+    out = [
+        Finding(h.rule_id, "secret", bisect_right(newlines, start) + 1, h.preview or mask(h.value))
+        for start, _, h in kept[:MAX_FINDINGS]
     ]
+    for _, why in stats.too_complex:
+        out.append(Finding(TOO_COMPLEX, "unscanned", 0, f"too complex to scan: {why}"))
+    return out
 
 
 # Rules whose hits are credentials beyond doubt (a private key, a vendor token with its own
@@ -1338,12 +1846,19 @@ HIGH_CONFIDENCE_RULES = frozenset(
 
 
 def mask_path_tokens(path: str) -> str:
-    """`ops/ghp_….md` with the token masked: a path as `audit list` may print it."""
+    """`ops/ghp_….md` with the token (or a password written into the name) masked: a path as
+    `audit list` may print it."""
     note = _Note(path)
     hits = [h for rule in (_token_hits, _plugin_hits) for h in rule(note)]
+    hits = [h for h in hits if h.rule_id in HIGH_CONFIDENCE_RULES]
+    name_at = path.rfind("/") + 1
+    for m in _PATH_PASSWORD_RE.finditer(path, name_at):
+        if _looks_like_password(m.group("value")):
+            hits.append(
+                _Hit(m.start("value"), m.end("value"), "password-in-path", m.group("value"), 0)
+            )
     for hit in sorted(hits, key=lambda h: -h.start):
-        if hit.rule_id in HIGH_CONFIDENCE_RULES:
-            path = path[: hit.start] + mask(hit.value) + path[hit.end :]
+        path = path[: hit.start] + mask(hit.value) + path[hit.end :]
     return path
 
 
@@ -1367,9 +1882,21 @@ def path_token_findings(path: str) -> list[Finding]:
 # Explicit markers
 # ---------------------------------------------------------------------------------------------
 
-_TRUTHY = frozenset({"true", "yes", "y", "on", "1"})
-_PRIVATE_KEYS = frozenset({"private", "secret", "sensitive", "confidential"})
-_PRIVATE_VISIBILITY = frozenset({"private", "secret", "confidential", "internal-only"})
+_TRUTHY = frozenset({"true", "yes", "y", "on", "1", "是", "是的", "對", "对", "はい", "예", "네"})
+_PRIVATE_KEYS = frozenset(
+    {"private", "secret", "sensitive", "confidential", "私密", "隐私", "隱私", "机密", "機密",
+     "秘密", "非公開", "비공개", "privat", "privé", "privado", "privato"}
+)  # fmt: skip
+# Keys that name a level, and the levels that mean "keep it out" (Obsidian, Hugo and Jekyll
+# users write `visibility`; document labels use `classification` / `sensitivity`).
+_LEVEL_KEYS = frozenset(
+    {"visibility", "access", "privacy", "classification", "sensitivity", "confidentiality"}
+)
+_PRIVATE_VISIBILITY = frozenset(
+    {"private", "secret", "confidential", "internal-only", "restricted", "personal", "sensitive",
+     "highly confidential", "strictly confidential", "top secret", "only me", "私密", "机密",
+     "機密", "秘密", "非公開", "비공개"}
+)  # fmt: skip
 
 
 def _as_strings(value: Any) -> list[str]:
@@ -1388,6 +1915,10 @@ def _norm_tag(tag: str) -> str:
     return tag.strip().lstrip("#").strip().lower()
 
 
+def _is_private_tag(tag: str, wanted: set[str]) -> bool:
+    return tag in wanted or any(tag.startswith(w + "/") for w in wanted)
+
+
 def _marker_findings(
     front_matter: Mapping[str, Any], tags: Iterable[str], private_tags: tuple[str, ...]
 ) -> list[Finding]:
@@ -1396,7 +1927,7 @@ def _marker_findings(
         k = str(key).strip().lower()
         values = [v.strip().lower() for v in _as_strings(value)]
         if (k in _PRIVATE_KEYS and any(v in _TRUTHY for v in values)) or (
-            k in ("visibility", "access") and any(v in _PRIVATE_VISIBILITY for v in values)
+            k in _LEVEL_KEYS and any(v in _PRIVATE_VISIBILITY for v in values)
         ):
             out.append(Finding("front-matter-private", "private", 0, f"{key}: {value}"))
             break
@@ -1405,39 +1936,63 @@ def _marker_findings(
     for raw in _as_strings(front_matter.get("tags")) + _as_strings(front_matter.get("tag")):
         all_tags += [_norm_tag(t) for t in re.split(r"[,\s]+", raw) if t]
     for tag in all_tags:
-        if tag in wanted or any(tag.startswith(w + "/") for w in wanted):
+        if _is_private_tag(tag, wanted):
             out.append(Finding("private-tag", "private", 0, f"#{tag}"))
             break
     return out
 
 
+# The block read for markers: the first lines of the note, where front matter is, in whatever
+# dialect (YAML `---`, TOML `+++`, JSON `{`), indented, after a blank line or a BOM.
 _FM_LINE_LIMIT = 80
+_FM_FENCES = {"---": ("---", "..."), "+++": ("+++",), "{": ("}",)}
 _RAW_PRIVATE_RE = re.compile(
-    r"(?im)^[ \t]*[\"']?(?P<key>private|secret|sensitive|confidential|visibility|access)[\"']?"
-    r"[ \t]*[:=][ \t]*[\"']?(?P<value>[^\"'#\n]*)"
+    r"(?im)^[ \t]*+[\"']?(?P<key>private|secret|sensitive|confidential|visibility|access|privacy"
+    r"|classification|sensitivity|confidentiality|私密|隐私|隱私|机密|機密|秘密|非公開|비공개|privat"
+    r"|privé|privado|privato)[\"']?[ \t]*+[:=：][ \t]*+[\"']?(?P<value>[^\"'#\n,}]{0,80})"
 )
-_FALSY = frozenset({"false", "no", "n", "off", "0", "public", ""})
+_RAW_TAGS_RE = re.compile(r"(?i)^[\"']?tags?[\"']?[ \t]*+[:=][ \t]*+(?P<items>.{0,400})")
+_FALSY = frozenset({"false", "no", "n", "off", "0", "public", "", "否", "いいえ", "아니요"})
 
 
-def _raw_marker_findings(text: str, private_tags: tuple[str, ...]) -> list[Finding]:
-    """Fail closed when front matter did not parse (a tab, a second colon in a title, an open
-    quote): a `private:` line or a private tag in the raw block still quarantines the note."""
-    if not text.startswith(("---", "\ufeff---")):
-        return []
-    lines = text.split("\n", _FM_LINE_LIMIT + 1)[1 : _FM_LINE_LIMIT + 1]
+def _front_block(text: str) -> list[str] | None:
+    """The lines of the note's front matter block (without its fences); None when the note
+    opens with none."""
+    head = text.split("\n", _FM_LINE_LIMIT + 8)[: _FM_LINE_LIMIT + 8]
+    first = 0
+    while first < min(len(head), 6) and not head[first].strip("\ufeff \t"):
+        first += 1
+    if first >= len(head):
+        return None
+    opening = head[first].strip("\ufeff \t")
+    fences = _FM_FENCES.get(opening)
+    if fences is None:
+        return None
     block: list[str] = []
-    for line in lines:
-        if line.rstrip() in ("---", "..."):
-            break
+    for line in head[first + 1 : first + 1 + _FM_LINE_LIMIT]:
+        if line.strip() in fences:
+            return block
         block.append(line)
+    return None
+
+
+def _raw_marker_findings(text: str, private_tags: tuple[str, ...], parsed: bool) -> list[Finding]:
+    """Markers read from the front matter block's lines themselves, so that none is lost to the
+    parser: a block it could not read (a tab, an open quote), a dialect it does not read (TOML
+    `+++`, JSON), a block indented or after a blank line, a key given twice (the parser keeps
+    the last), a flag nested under another key. `parsed`: the parser read this block, so a
+    flag must say yes (`private: true`); otherwise any value but a no counts (fail closed)."""
+    block = _front_block(text)
+    if block is None:
+        return []
     raw = "\n".join(block)
     found = None
     for m in _RAW_PRIVATE_RE.finditer(raw):
-        key, value = m.group("key").lower(), m.group("value").strip().lower()
-        if key in ("visibility", "access"):
+        key, value = m.group("key").lower(), m.group("value").strip().strip("\"' ").lower()
+        if key in _LEVEL_KEYS:
             if value in _PRIVATE_VISIBILITY:
                 found = f"{key}: {value}"
-        elif value not in _FALSY:
+        elif value in _TRUTHY or (not parsed and value not in _FALSY):
             found = f"{key}: …"
         if found:
             break
@@ -1446,37 +2001,42 @@ def _raw_marker_findings(text: str, private_tags: tuple[str, ...]) -> list[Findi
         in_tags = False
         for line in block:
             stripped = line.strip()
-            head, colon, rest = stripped.partition(":")
-            if colon and not stripped.startswith("-"):
-                in_tags = head.strip().strip("\"'").lower() in ("tags", "tag")
-                items = rest
+            tags = _RAW_TAGS_RE.match(stripped)
+            head, colon, _ = stripped.partition(":")
+            if tags:
+                in_tags, items = True, tags.group("items")
+            elif colon and not stripped.startswith("-"):
+                in_tags = False
+                continue
             elif stripped.startswith("-") and in_tags:
                 items = stripped[1:]
             else:
                 continue
             for item in re.split(r"[\s,\[\]\"']+", items):
                 tag = _norm_tag(item)
-                if tag and (tag in wanted or any(tag.startswith(w + "/") for w in wanted)):
+                if tag and _is_private_tag(tag, wanted):
                     found = f"#{tag}"
                     break
             if found:
                 break
     if found is None:
         return []
-    return [
-        Finding("malformed-front-matter-private", "private", 0, f"unparsed front matter: {found}")
-    ]
+    rule = "front-matter-private" if parsed else "malformed-front-matter-private"
+    what = f"front matter: {found}" if parsed else f"unparsed front matter: {found}"
+    return [Finding(rule, "private", 0, what)]
 
 
 def _front_matter_secret_findings(front_matter: Mapping[str, Any], seen: set[str]) -> list[Finding]:
     """Safety net for callers that scan only the body: check `key: value` pairs themselves."""
+    # One scan of every pair, one per line: bounded like a note, however many keys there are.
+    pairs = "\n".join(
+        f"{key}: {v}" for key, value in front_matter.items() for v in _as_strings(value)
+    )
     out: list[Finding] = []
-    for key, value in front_matter.items():
-        for v in _as_strings(value):
-            for f in _content_findings(f"{key}: {v}"):
-                if f.masked not in seen:
-                    seen.add(f.masked)
-                    out.append(Finding(f.rule_id, f.category, 0, f.masked))
+    for f in _content_findings(pairs) if pairs else ():
+        if f.masked not in seen:
+            seen.add(f.masked)
+            out.append(Finding(f.rule_id, f.category, 0, f.masked))
     return out
 
 
@@ -1516,20 +2076,28 @@ class SensitivePolicy:
         text: str,
         front_matter: Mapping[str, Any] | None = None,
         tags: Iterable[str] = (),
+        stats: ScanStats | None = None,
     ) -> list[Finding]:
         """Every reason `path` must not be indexed; empty means index it.
 
         Path findings first (line 0), then explicit markers (line 0), then content findings in
         text order. `text` is the whole note (front matter included, so line numbers match the
         file); front matter values are checked again on their own in case the caller passes only
-        the body. A name with a sensitive keyword makes the content scan strict.
+        the body. A name with a sensitive keyword makes the content scan strict. `stats`, when
+        given, receives what the content scan handed its regexes (see `ScanStats`).
+
+        The work is bounded (SCAN_LINE_CHARS, SCAN_NOTE_CHARS, RULE_CANDIDATES): a note the
+        scan cannot finish within its bounds gets a `too-complex-to-scan` finding, so it is
+        quarantined rather than indexed unscanned.
         """
         front_matter = front_matter or {}
         findings = _path_findings(path)
         findings += _marker_findings(front_matter, tags, self.private_tags)
-        if not front_matter and not any(f.category == "private" for f in findings):
-            findings += _raw_marker_findings(text, self.private_tags)
-        content = _content_findings(text, strict=_name_has_keyword(path, self.name_keywords))
+        if not any(f.category == "private" for f in findings):
+            findings += _raw_marker_findings(text, self.private_tags, parsed=bool(front_matter))
+        content = _content_findings(
+            text, strict=_name_has_keyword(path, self.name_keywords), stats=stats
+        )
         findings += content
         findings += _front_matter_secret_findings(front_matter, {f.masked for f in content})
         return findings

@@ -38,21 +38,35 @@ def config_path(environ: Mapping[str, str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class VaultEntry:
-    """One registered vault and the index it was registered with."""
+    """One registered vault and the index it was registered with.
+
+    A *shared* vault (`shared`: its name on the server) is a team's repository indexed once
+    for everyone granted it. Its source (the clone or bare repository it is ingested from, on
+    one machine) is registered with its `path` and the `ref` it follows (None: HEAD); a member
+    who only reads it registers it by name, with no path (`vaultmem vaults add --shared`)."""
 
     name: str
-    path: Path
+    path: Path | None
     home: Path | None = None  # the bundled server's home, when it uses the bundled database
     database_url: str | None = None  # an external database (takes precedence over `home`)
+    shared: str | None = None
+    ref: str | None = None
+
+    @property
+    def reads_shared(self) -> bool:
+        """A shared vault read from the server only (no source folder on this machine)."""
+        return self.shared is not None and self.path is None
 
     def to_dict(self) -> dict[str, Any]:
         from .dburl import redact_url
 
         return {
             "name": self.name,
-            "path": str(self.path),
+            "path": str(self.path) if self.path is not None else None,
             "home": str(self.home) if self.home else None,
             "database_url": redact_url(self.database_url) if self.database_url else None,
+            "shared": self.shared,
+            "ref": self.ref,
         }
 
 
@@ -74,7 +88,7 @@ class UserConfig:
             wanted = path.resolve()
         except OSError:
             return None
-        return next((v for v in self.vaults if _same(v.path, wanted)), None)
+        return next((v for v in self.vaults if v.path is not None and _same(v.path, wanted)), None)
 
     def containing(self, path: Path) -> VaultEntry | None:
         """The vault that holds `path` (the deepest one, should vaults nest)."""
@@ -84,9 +98,11 @@ class UserConfig:
             return None
         best: VaultEntry | None = None
         for v in self.vaults:
+            if v.path is None:
+                continue
             root = _resolved(v.path)
             if (here == root or root in here.parents) and (
-                best is None or len(root.parts) > len(_resolved(best.path).parts)
+                best is None or len(root.parts) > len(_resolved(best.path).parts)  # type: ignore[arg-type]
             ):
                 best = v
         return best
@@ -136,15 +152,22 @@ def load(environ: Mapping[str, str] | None = None) -> UserConfig:
     if not isinstance(table, dict):
         raise ConfigError(f"[vaults] in {path} must be a table of vaults")
     for name, entry in table.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+        shared = entry.get("shared") if isinstance(entry, dict) else None
+        shared = shared if isinstance(shared, str) and shared else None
+        if not isinstance(entry, dict) or not (
+            isinstance(entry.get("path"), str) or shared is not None
+        ):
             raise ConfigError(f'[vaults.{name}] in {path} needs a path = "..."')
-        home, url = entry.get("home"), entry.get("database_url")
+        home, url, ref = entry.get("home"), entry.get("database_url"), entry.get("ref")
+        raw_path = entry.get("path")
         vaults.append(
             VaultEntry(
                 name=name,
-                path=Path(entry["path"]).expanduser(),
+                path=Path(raw_path).expanduser() if isinstance(raw_path, str) else None,
                 home=Path(home).expanduser() if isinstance(home, str) and home else None,
                 database_url=url if isinstance(url, str) and url else None,
+                shared=shared,
+                ref=ref if isinstance(ref, str) and ref else None,
             )
         )
     settings = data.get("settings", {})
@@ -229,20 +252,33 @@ def unique_name(config: UserConfig, root: Path) -> str:
 
 
 def register(
-    root: Path,
+    root: Path | None,
     *,
     name: str | None = None,
     home: Path | None = None,
     database_url: str | None = None,
     environ: Mapping[str, str] | None = None,
+    shared: str | None = None,
+    ref: str | None = None,
 ) -> VaultEntry:
     """Add `root` to the registered vaults (or update its recorded index). The first vault
-    registered becomes the default. Returns the entry as recorded."""
+    registered becomes the default. Returns the entry as recorded.
+
+    `shared`: the vault is the shared vault of that name on the server; `root` is then its
+    source (None: this machine only reads it) and `ref` what the source follows."""
     import tomlkit
 
     config = load(environ)
-    root = root.resolve()
-    existing = config.by_path(root)
+    if root is None:
+        if shared is None:
+            raise ConfigError("a vault needs a path unless it is a shared vault read by name")
+        root_text = None
+        existing = next((v for v in config.vaults if v.reads_shared and v.shared == shared), None)
+        name = name or (None if existing else shared)
+    else:
+        root = root.resolve()
+        root_text = str(root)
+        existing = config.by_path(root)
     if name is not None and not _NAME_RE.match(name):
         raise ConfigError(
             f"{name!r} is not a usable vault name: use letters, digits, '.', '-' or '_'"
@@ -252,7 +288,13 @@ def register(
             f"a vault named {name!r} is already registered ({config.get(name).path}): "  # type: ignore[union-attr]
             "choose another --name"
         )
-    chosen = existing.name if existing is not None else (name or unique_name(config, root))
+    if existing is not None:
+        chosen = existing.name
+    elif name is not None:
+        chosen = name
+    else:
+        assert root is not None
+        chosen = unique_name(config, root)
     doc = _document(config.path)
     vaults = doc.get("vaults")
     if vaults is None:
@@ -262,8 +304,13 @@ def register(
     if entry is None:
         entry = tomlkit.table()
         vaults[chosen] = entry
-    entry["path"] = str(root)
-    for key, value in (("home", str(home) if home else None), ("database_url", database_url)):
+    for key, value in (
+        ("path", root_text),
+        ("shared", shared),
+        ("ref", ref),
+        ("home", str(home) if home else None),
+        ("database_url", database_url),
+    ):
         if value:
             entry[key] = value
         elif key in entry:

@@ -253,19 +253,15 @@ def carry_rename(conn: Conn, vault_id: int, old: str, new: str) -> None:
 def prune_embedding_cache(conn: Conn, hashes: Sequence[str] | None = None) -> int:
     """Delete cached vectors that no chunk (of any vault) refers to; only among `hashes` when
     given. Returns the rows removed."""
-    params: dict[str, Any] = {}
-    where = ""
-    if hashes is not None:
-        if not hashes:
-            return 0
-        params["h"] = list(hashes)
-        where = " AND c.content_hash = ANY(%(h)s)"
-    cur = conn.execute(
-        "DELETE FROM embedding_cache c WHERE NOT EXISTS"
-        " (SELECT 1 FROM memory_primary p WHERE p.content_hash = c.content_hash)" + where,
-        params,
-    )
-    return cur.rowcount
+    if hashes is not None and not hashes:
+        return 0
+    # Through the schema's owner (SECURITY DEFINER): under row-level security a role sees only
+    # its own chunks and could not tell that no other vault holds a text.
+    row = conn.execute(
+        "SELECT vaultmem_prune_embedding_cache(%s) AS n",
+        (None if hashes is None else list(hashes),),
+    ).fetchone()
+    return int(row["n"]) if row else 0
 
 
 def collect_garbage(conn: Conn) -> dict[str, int]:

@@ -131,6 +131,11 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "the per-prompt hook) stays up without a request. 0: no warm service, every prompt "
         "runs cold.",
     ),
+    "VAULTMEM_INSTALLATION_ID": (
+        "",
+        "This installation's id (a UUID): what tells its vaults from another machine's on a "
+        "shared server. Default: a random one kept in VAULTMEM_HOME (installation-id).",
+    ),
     "VAULTMEM_WRITER_LEASE": (
         "60",
         "Seconds a vault's writer lease lasts in the database without being renewed (every "

@@ -33,9 +33,22 @@ def _parse(text: str) -> str | None:
         return None
 
 
+ENV = "VAULTMEM_INSTALLATION_ID"
+
+
 def current(environ: Mapping[str, str] | None = None, *, create: bool = True) -> str | None:
-    """This installation's id, created on first use unless `create` is False (then None when
-    there is none yet). A file that does not hold a UUID is replaced by a new id."""
+    """This installation's id: VAULTMEM_INSTALLATION_ID (a container whose home is new at
+    every start, but is the same installation), else the one kept in the home, created on
+    first use unless `create` is False (then None when there is none yet). A file that does
+    not hold a UUID is replaced by a new id."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV):
+        pinned = _parse(env[ENV])
+        if pinned is None:
+            from .errors import ConfigError
+
+            raise ConfigError(f"{ENV} must be a UUID, got {env[ENV]!r}: fix it in the environment")
+        return pinned
     path = id_path(environ)
     damaged = False
     try:

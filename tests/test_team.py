@@ -111,7 +111,12 @@ class Machine:
         return out.stdout.decode()
 
     def installation(self) -> str:
-        return (self.dir / "data" / "vaultmem" / "installation-id").read_text().strip()
+        """The id this machine's registry records for its host."""
+        import socket
+        import tomllib
+
+        registry = tomllib.loads((self.dir / "config" / "vaultmem" / "config.toml").read_text())
+        return str(registry["installations"][socket.gethostname()])
 
     def hook(self, prompt: str, cwd: Path | None = None) -> str:
         payload = json.dumps(

@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from .dburl import normalise_database_url, redact_url
 from .errors import ConfigError
+from .installation import current as this_installation
 from .vaults import UserConfig, VaultEntry
 from .vaults import load as load_user_config
 
@@ -134,7 +135,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "VAULTMEM_INSTALLATION_ID": (
         "",
         "This installation's id (a UUID): what tells its vaults from another machine's on a "
-        "shared server. Default: a random one kept in VAULTMEM_HOME (installation-id).",
+        "shared server. Default: a random one your registry records for this host name.",
     ),
     "VAULTMEM_WRITER_LEASE": (
         "60",
@@ -231,6 +232,9 @@ class Settings:
     shared: str | None = None
     ref: str | None = None
     writer_lease: float = 60.0
+    # This installation's id as the registry (or VAULTMEM_INSTALLATION_ID) names it; None when
+    # none is recorded yet (`installation.current` creates one where a writer needs it).
+    installation: str | None = None
 
     def redacted(self) -> dict[str, str]:
         """Settings as strings, safe to print: secrets masked, passwords cut out of URLs."""
@@ -406,4 +410,5 @@ def load_settings(
         shared=entry.shared if entry is not None else None,
         ref=entry.ref if entry is not None else None,
         writer_lease=max(1.0, _float(env, "VAULTMEM_WRITER_LEASE")),
+        installation=this_installation(env_now, user=user, create=False),
     )

@@ -78,6 +78,8 @@ class UserConfig:
     vaults: tuple[VaultEntry, ...] = ()
     default: str | None = None
     settings: Mapping[str, str] = field(default_factory=dict)
+    # host name -> this user's installation id on that host (`installation.current`)
+    installations: Mapping[str, str] = field(default_factory=dict)
 
     def get(self, name: str) -> VaultEntry | None:
         return next((v for v in self.vaults if v.name == name), None)
@@ -174,11 +176,15 @@ def load(environ: Mapping[str, str] | None = None) -> UserConfig:
     if not isinstance(settings, dict):
         raise ConfigError(f'[settings] in {path} must be a table of NAME = "value" pairs')
     default = data.get("default")
+    installations = data.get("installations", {})
+    if not isinstance(installations, dict):
+        raise ConfigError(f'[installations] in {path} must be a table of HOST = "id" pairs')
     return UserConfig(
         path=path,
         vaults=tuple(vaults),
         default=default if isinstance(default, str) and default else None,
         settings={str(k): str(v) for k, v in settings.items()},
+        installations={str(k): str(v) for k, v in installations.items()},
     )
 
 
@@ -317,10 +323,39 @@ def register(
             del entry[key]
     if not doc.get("default") or config.get(str(doc.get("default"))) is None:
         doc["default"] = chosen
+    from . import installation
+
+    # This machine's installation, recorded beside the vaults it indexes, so a hook run from a
+    # bare environment (a GUI client, `env -i`) acts as the same installation.
+    _set_installation(doc, installation.host(), installation.current(environ, user=config))
     _save(config.path, doc)
     recorded = load(environ).get(chosen)
     assert recorded is not None
     return recorded
+
+
+def _set_installation(doc: Any, host: str, installation_id: str | None) -> None:
+    import tomlkit
+
+    if installation_id is None:
+        return
+    table = doc.get("installations")
+    if table is None:
+        table = tomlkit.table()
+        table.add(tomlkit.comment("this user's vaultmem installation on each machine"))
+        doc["installations"] = table
+    if table.get(host) != installation_id:
+        table[host] = installation_id
+
+
+def record_installation(
+    host: str, installation_id: str, environ: Mapping[str, str] | None = None
+) -> None:
+    """Record `installation_id` as this user's installation on `host` (first use)."""
+    config = load(environ)
+    doc = _document(config.path)
+    _set_installation(doc, host, installation_id)
+    _save(config.path, doc)
 
 
 def _require(name: str, environ: Mapping[str, str] | None) -> tuple[UserConfig, VaultEntry]:

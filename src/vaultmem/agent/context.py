@@ -207,7 +207,11 @@ def build_context(
                     vault = (
                         db.find_shared_vault(conn, shared)
                         if shared is not None
-                        else db.find_vault(conn, vault_root)  # type: ignore[arg-type]
+                        else db.find_vault(
+                            conn,
+                            vault_root,  # type: ignore[arg-type]
+                            installation=settings.installation,
+                        )
                     )
                     if vault is not None:
                         if include_memory and prefs is None:

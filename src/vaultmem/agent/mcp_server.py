@@ -120,7 +120,7 @@ class VaultTools:
                 )
             return found
         assert target.entry.path is not None
-        found = db.find_vault(conn, target.entry.path)
+        found = db.find_vault(conn, target.entry.path, installation=target.settings.installation)
         if found is None:
             raise VaultmemError(
                 f"vault {target.entry.name} is registered but not indexed: run `vaultmem init "

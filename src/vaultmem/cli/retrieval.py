@@ -15,7 +15,7 @@ from ..search import Mode
 from .base import cli, display_path, echo, json_option, print_json, reading_vault, vault_option
 
 
-def _registered_vault(conn: Any, entry: Any) -> Any:
+def _registered_vault(conn: Any, entry: Any, installation: str | None = None) -> Any:
     """The index row of a registered vault (a shared vault's by its name on the server)."""
     from ..store import db
 
@@ -27,7 +27,7 @@ def _registered_vault(conn: Any, entry: Any) -> Any:
                 f"its owner grants it with `vaultmem grant {entry.shared} ROLE`"
             )
         return v
-    v = db.find_vault(conn, entry.path)
+    v = db.find_vault(conn, entry.path, installation=installation)
     if v is None:
         raise VaultmemError(f"{entry.path} is not an indexed vault yet: run `vaultmem init` in it")
     return v
@@ -89,7 +89,7 @@ def query_cmd(
     settings = load_settings(entry=entry)
     embedder = get_embedder(settings)
     with db.connect(settings) as conn:
-        v = _registered_vault(conn, entry)
+        v = _registered_vault(conn, entry, settings.installation)
         found = retrieve(
             conn,
             v,

@@ -76,7 +76,7 @@ def init(
         if settings.shared is not None:
             v = db.register_shared_vault(conn, settings.shared, root)
         else:
-            v = db.register_vault(conn, root)
+            v = db.register_vault(conn, root, installation=settings.installation)
         info = db.server_info(conn)
     if applied:
         echo(f"schema applied (version {db.SCHEMA_VERSION})")

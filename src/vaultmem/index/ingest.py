@@ -458,7 +458,7 @@ def open_index(
     if settings.shared is not None:
         vault = db.register_shared_vault(conn, settings.shared, root)
     else:
-        vault = db.register_vault(conn, root)
+        vault = db.register_vault(conn, root, installation=settings.installation)
     return conn, vault
 
 

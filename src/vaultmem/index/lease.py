@@ -63,11 +63,15 @@ class VaultLease:
             time.sleep(delay * (0.5 + random.random()))
             delay = min(1.0, delay * 2)
 
-    def release(self) -> None:
+    def release(self, *, failed: bool = False) -> None:
+        """Give the lease up, committing what the writer's connection has pending (a write
+        transaction that ran inside an implicit one is a savepoint of it), unless the writer
+        `failed`: then that is rolled back first."""
         if self.held:
             self.held = False
             with contextlib.suppress(Exception):  # an expired lease needs no release
-                self.conn.rollback()
+                if failed:
+                    self.conn.rollback()
                 leases.release(self.conn, self.vault.id, self.who)
 
     @contextlib.contextmanager
@@ -79,8 +83,10 @@ class VaultLease:
         self.acquire()
         try:
             yield
-        finally:
-            self.release()
+        except BaseException:
+            self.release(failed=True)
+            raise
+        self.release()
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:

@@ -68,14 +68,6 @@ class StoredNote(Protocol):
         ...
 
 
-class BacklogChunk(NamedTuple):
-    """A chunk text still lacking a vector, as stored (the embedder's input is built from it)."""
-
-    content_hash: str
-    heading: str
-    content: str
-
-
 class IndexedAs(StrEnum):
     """Which table holds a path: indexed as a note, quarantined, or skipped."""
 
@@ -413,23 +405,6 @@ def fill_from_cache(
         params,
     )
     return cur.rowcount
-
-
-def backlog_batch(conn: Conn, vault_id: int, model_id: str, limit: int) -> list[BacklogChunk]:
-    """Distinct chunk texts (by content hash) still lacking a vector from `model_id`."""
-    # Most recently written first: a note just committed gets its vectors before an old backlog.
-    rows = conn.execute(
-        """
-        SELECT content_hash, heading, content FROM (
-            SELECT DISTINCT ON (content_hash) content_hash, heading, content, updated_at
-              FROM memory_primary
-             WHERE vault_id = %s AND (embedding IS NULL OR model_id IS DISTINCT FROM %s)
-             ORDER BY content_hash, updated_at DESC
-        ) b ORDER BY updated_at DESC, content_hash LIMIT %s
-        """,
-        (vault_id, model_id, limit),
-    ).fetchall()
-    return [BacklogChunk(r["content_hash"], r["heading"], r["content"]) for r in rows]
 
 
 def backlog_size(conn: Conn, vault_id: int, model_id: str | None) -> int:

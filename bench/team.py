@@ -39,6 +39,7 @@ from typing import Any
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from conftest import GIT_ENV
 from latency import build, load_vocabulary, make_queries, note_markdown, pct, settle, warm_search
 from team_server import TeamServer, team_server
 
@@ -46,14 +47,6 @@ from vaultmem.index import markdown
 from vaultmem.store import db
 
 REPO_SRC = Path(__file__).resolve().parents[1] / "src"
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Bench",
-    "GIT_AUTHOR_EMAIL": "bench@example.com",
-    "GIT_COMMITTER_NAME": "Bench",
-    "GIT_COMMITTER_EMAIL": "bench@example.com",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
 
 
 def machine_env(home: Path, url: str, provider: str = "hash") -> dict[str, str]:

@@ -22,6 +22,7 @@ import psycopg
 import pytest
 from conftest import GIT_ENV, git
 from embedding_servers import FailingEmbeddingServer, Reply, fake_vector
+from indexing import snapshot_of
 from psycopg.rows import dict_row
 from team_server import TeamServer, make_certificates, team_server
 
@@ -145,33 +146,6 @@ def vault_rows(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def snapshot(conn: psycopg.Connection[Any], vault_id: int) -> dict[str, Any]:
-    """Everything the index holds for a vault, without ids or timestamps."""
-
-    def q(sql: str) -> list[tuple[Any, ...]]:
-        return [tuple(r.values()) for r in conn.execute(sql, (vault_id,)).fetchall()]
-
-    snap = {
-        "notes": q(
-            "SELECT path, blob_sha, title, tags FROM memory_notes WHERE vault_id = %s ORDER BY path"
-        ),
-        "chunks": q(
-            "SELECT path, chunk_index, heading, content, content_hash, lexemes::text,"
-            " embedding::text, model_id FROM memory_primary WHERE vault_id = %s"
-            " ORDER BY path, chunk_index"
-        ),
-        "audit": q(
-            "SELECT path, blob_sha, rule_ids FROM memory_secure_audit WHERE vault_id = %s"
-            " ORDER BY path"
-        ),
-        "skipped": q(
-            "SELECT path, blob_sha, reason FROM memory_skipped WHERE vault_id = %s ORDER BY path"
-        ),
-    }
-    conn.commit()
-    return snap
-
-
 def fresh_build(machine: Machine, repo: Path, commit: str, tmp: Path) -> Path:
     """A clone of `repo` at `commit`, indexed from scratch by `machine` (a vault of its own)."""
     clone = tmp / f"fresh-{commit[:8]}-{uuid.uuid4().hex[:4]}"
@@ -180,6 +154,20 @@ def fresh_build(machine: Machine, repo: Path, commit: str, tmp: Path) -> Path:
     machine.run("init", "--vault", str(clone), "--no-hooks", "--name", clone.name)
     machine.run("ingest", "--vault", str(clone), "--wait")  # the vectors too
     return clone
+
+
+def bare_remote(tmp: Path, notes: dict[str, str]) -> tuple[Path, Path]:
+    """A bare remote holding `notes` in one commit, and the clone that pushed it."""
+    remote, seed = tmp / "remote.git", tmp / "seed"
+    git(tmp, "init", "-q", "--bare", "-b", "main", str(remote))
+    git(tmp, "clone", "-q", str(remote), str(seed))
+    for path, text in notes.items():
+        (seed / path).parent.mkdir(parents=True, exist_ok=True)
+        (seed / path).write_text(text)
+    git(seed, "add", "-A")
+    git(seed, "commit", "-q", "-m", "seed")
+    git(seed, "push", "-q", "origin", "main")
+    return remote, seed
 
 
 NOTES = {
@@ -272,19 +260,9 @@ def _inst(conn: psycopg.Connection[Any], vault: db.Vault) -> str:
 
 
 def test_two_machines_and_a_shared_vault_through_the_pooler(
-    team: TeamServer, team_db: str, tmp_path: Path
+    team: TeamServer, team_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The team's remote, with a first commit.
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
-    seed = tmp_path / "seed"
-    git(tmp_path, "clone", "-q", str(remote), str(seed))
-    for path, text in NOTES.items():
-        (seed / path).parent.mkdir(parents=True, exist_ok=True)
-        (seed / path).write_text(text)
-    git(seed, "add", "-A")
-    git(seed, "commit", "-q", "-m", "seed")
-    git(seed, "push", "-q", "origin", "main")
+    remote, _ = bare_remote(tmp_path, NOTES)  # the team's remote, with a first commit
 
     # The owner sets the schema up once (as on a managed server); the machines are members.
     with admin_conn(team, team_db) as conn:
@@ -376,7 +354,7 @@ def test_two_machines_and_a_shared_vault_through_the_pooler(
         ):
             fresh = fresh_build(machine, repo, heads[key], machine.dir)
             fresh_id = next(r["id"] for r in vault_rows(conn) if r["root"] == str(fresh.resolve()))
-            assert snapshot(conn, found[key]["id"]) == snapshot(conn, fresh_id), key
+            assert snapshot_of(conn, found[key]["id"]) == snapshot_of(conn, fresh_id), key
         all_vaults = vault_rows(conn)
         # Clones share vectors: each text was embedded once per model for the server.
         dupes = conn.execute(
@@ -430,6 +408,25 @@ def test_two_machines_and_a_shared_vault_through_the_pooler(
         "Tuesdays"
         in a.run("context", "--vault", "team", "who is on call and when do we hand over?").stdout
     )
+    # MCP on alice's machine: `get` serves a shared note from the index, as committed.
+    from vaultmem.agent.mcp_server import Refused, VaultTools
+    from vaultmem.agent.warm import WarmResources
+
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "VAULTMEM_DATABASE_URL", "HOME"):
+        monkeypatch.setenv(name, a.env[name])
+    monkeypatch.delenv("VAULTMEM_INSTALLATION_ID")
+    resources = WarmResources()
+    try:
+        tools = VaultTools("team", a.dir, resources)
+        note = tools.get("ops/deploy.md")
+        assert "kubectl rollout undo" in note and "Canary first" in note
+        assert 'path="ops/deploy.md"' in note
+        assert "team/oncall.md" in tools.recent(5)
+        assert 'commits_behind="0"' in tools.status()
+        with pytest.raises(Refused, match="not a note"):
+            tools.get("journal/alice.md")  # alice's own private note is not in the shared vault
+    finally:
+        resources.close()
     # A revoke takes effect at the next query.
     server.run("revoke", "team", "bob")
     assert b.hook("how do I roll back the deployment?") == ""
@@ -481,14 +478,7 @@ def test_a_crashed_writers_lease_expires_and_leases_fence_writes(
 def test_an_ingest_waits_for_another_machines_lease(
     team: TeamServer, team_db: str, tmp_path: Path
 ) -> None:
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
-    seed = tmp_path / "seed"
-    git(tmp_path, "clone", "-q", str(remote), str(seed))
-    (seed / "a.md").write_text("# A\n\nalpha\n")
-    git(seed, "add", "-A")
-    git(seed, "commit", "-q", "-m", "a")
-    git(seed, "push", "-q", "origin", "main")
+    remote, seed = bare_remote(tmp_path, {"a.md": "# A\n\nalpha\n"})
     with admin_conn(team, team_db) as conn:
         db.apply_schema(conn)
     server = Machine(tmp_path, "server", team.url(team_db, "carol"))
@@ -652,6 +642,19 @@ def test_three_workers_embed_every_chunk_once_and_lose_none_when_one_is_killed(
         got = r["embedding"]
         got = got.to_numpy() if hasattr(got, "to_numpy") else np.asarray(got, dtype=np.float32)
         assert np.allclose(got, want, atol=1e-6)
+    # `vaultmem status` shows the workers and their rates.
+    env = {
+        **os.environ,
+        "VAULTMEM_DATABASE_URL": team.url(team_db, "alice"),
+        "PYTHONPATH": str(REPO_SRC),
+    }
+    status = subprocess.run(
+        [sys.executable, "-m", "vaultmem", "status"], env=env, capture_output=True, text=True
+    )
+    assert status.returncode == 0, status.stderr
+    worker_lines = [ln for ln in status.stdout.splitlines() if ln.startswith("worker ")]
+    assert len(worker_lines) == 3 and sum("stopped" in ln for ln in worker_lines) == 2
+    assert all("texts/s" in ln for ln in worker_lines if "stopped" in ln)
     # The survivors made every call but worker 1's two committed batches.
     assert sum(o["embedded"] for o in outputs) == 10_000 - 2 * 64
     print(f"\nworkers: {[o['filled'] for o in outputs]} chunks each after the kill")

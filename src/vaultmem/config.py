@@ -23,8 +23,7 @@ from typing import TypeVar
 
 from .dburl import normalise_database_url, redact_url
 from .errors import ConfigError
-from .installation import current as this_installation
-from .vaults import UserConfig, VaultEntry
+from .vaults import UserConfig, VaultEntry, installation_id
 from .vaults import load as load_user_config
 
 # name -> (default, help). The README's configuration table is generated from this list
@@ -233,7 +232,7 @@ class Settings:
     ref: str | None = None
     writer_lease: float = 60.0
     # This installation's id as the registry (or VAULTMEM_INSTALLATION_ID) names it; None when
-    # none is recorded yet (`installation.current` creates one where a writer needs it).
+    # none is recorded yet (`vaults.installation_id` creates one where a writer needs it).
     installation: str | None = None
 
     def redacted(self) -> dict[str, str]:
@@ -410,5 +409,5 @@ def load_settings(
         shared=entry.shared if entry is not None else None,
         ref=entry.ref if entry is not None else None,
         writer_lease=max(1.0, _float(env, "VAULTMEM_WRITER_LEASE")),
-        installation=this_installation(env_now, user=user, create=False),
+        installation=installation_id(env_now, user=user, create=False),
     )

@@ -78,7 +78,7 @@ class UserConfig:
     vaults: tuple[VaultEntry, ...] = ()
     default: str | None = None
     settings: Mapping[str, str] = field(default_factory=dict)
-    # host name -> this user's installation id on that host (`installation.current`)
+    # host name -> this user's installation id on that host (`installation_id`)
     installations: Mapping[str, str] = field(default_factory=dict)
 
     def get(self, name: str) -> VaultEntry | None:
@@ -323,11 +323,9 @@ def register(
             del entry[key]
     if not doc.get("default") or config.get(str(doc.get("default"))) is None:
         doc["default"] = chosen
-    from . import installation
-
     # This machine's installation, recorded beside the vaults it indexes, so a hook run from a
     # bare environment (a GUI client, `env -i`) acts as the same installation.
-    _set_installation(doc, installation.host(), installation.current(environ, user=config))
+    _set_installation(doc, host(), installation_id(environ, user=config))
     _save(config.path, doc)
     recorded = load(environ).get(chosen)
     assert recorded is not None
@@ -387,3 +385,61 @@ def set_default(name: str, environ: Mapping[str, str] | None = None) -> VaultEnt
     doc["default"] = name
     _save(config.path, doc)
     return entry
+
+
+# --- this installation's id -------------------------------------------------------------------
+# A random UUID recorded in the registry's `[installations]` table, keyed by the machine's host
+# name. The registry is the one file every command and git hook reads (the hooks name it), so a
+# commit from a GUI client or `env -i` acts as the same installation as the user's shell; keyed
+# by host because people sync `~/.config` between machines with their dotfiles, and two machines
+# that shared an id would share vault rows again, which is what the id prevents (a vault row on
+# the server belongs to an installation and its path: `store.db.register_vault`).
+# VAULTMEM_INSTALLATION_ID pins it (a container whose host name changes at every start).
+
+INSTALLATION_ENV = "VAULTMEM_INSTALLATION_ID"
+
+
+def host() -> str:
+    """This machine's name, as the registry keys installations."""
+    import socket
+
+    return socket.gethostname() or "localhost"
+
+
+def _uuid(text: str) -> str | None:
+    import uuid
+
+    try:
+        return str(uuid.UUID(text.strip()))
+    except ValueError:
+        return None
+
+
+def installation_id(
+    environ: Mapping[str, str] | None = None,
+    *,
+    user: UserConfig | None = None,
+    create: bool = True,
+) -> str | None:
+    """This installation's id: VAULTMEM_INSTALLATION_ID, else the one the registry records for
+    this host, created (and recorded) on first use unless `create` is False (then None when
+    there is none yet)."""
+    env = os.environ if environ is None else environ
+    if env.get(INSTALLATION_ENV):
+        pinned = _uuid(env[INSTALLATION_ENV])
+        if pinned is None:
+            raise ConfigError(
+                f"{INSTALLATION_ENV} must be a UUID, got {env[INSTALLATION_ENV]!r}: fix it in "
+                "the environment"
+            )
+        return pinned
+    user = user if user is not None else load(environ)
+    found = _uuid(user.installations.get(host(), ""))
+    if found is not None or not create:
+        return found
+    import uuid
+
+    record_installation(host(), str(uuid.uuid4()), environ)
+    recorded = _uuid(load(environ).installations.get(host(), ""))
+    assert recorded is not None
+    return recorded

@@ -144,27 +144,34 @@ def vaults_group() -> None:
 
 @vaults_group.command(name="list")
 @click.option(
-    "--access",
-    is_flag=True,
-    help="Also ask the server who may read what: each vault this role sees, its owner and the "
-    "roles granted it (external databases only).",
+    "--access/--no-access",
+    default=None,
+    help="Ask the server who may read what: each vault this role sees, its owner and the roles "
+    "granted it. Default: when VAULTMEM_DATABASE_URL names a server.",
 )
 @json_option
-def vaults_list(access: bool, as_json: bool) -> None:
-    """List the registered vaults, the default one, and the index each one uses.
-
-    With --access, also what the server lets this role read: its own vaults, the shared vaults
-    granted to it, and for each vault the roles that may read it.
+def vaults_list(access: bool | None, as_json: bool) -> None:
+    """List the registered vaults, the default one, and the index each one uses; with a
+    server (VAULTMEM_DATABASE_URL), also who may read what there: this role's own vaults, the
+    shared vaults granted to it, and for each vault the roles that may read it.
     """
     from .. import vaults
+    from ..errors import VaultmemError
 
     config = vaults.load()
+    readable = None
+    if access or (access is None and load_settings().database_url):
+        try:
+            readable = _access_rows()
+        except VaultmemError as exc:
+            if access:
+                raise
+            echo(f"(who may read what is not shown: {exc})", err=True)
     default = config.default_vault()
     rows = [
         {**v.to_dict(), "default": default is not None and v.name == default.name}
         for v in config.vaults
     ]
-    readable = _access_rows() if access else None
     if as_json:
         out: dict[str, Any] = {"config": str(config.path), "vaults": rows}
         if readable is not None:

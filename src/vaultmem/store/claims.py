@@ -236,6 +236,11 @@ class WorkerRow:
 
 
 def register_worker(conn: Conn, worker_id: str, hostname: str, pid: int, models: list[str]) -> None:
+    """Add this worker's row (and remove this role's rows of workers gone for a week)."""
+    conn.execute(
+        "DELETE FROM embedding_workers WHERE seen_at < now() - interval '7 days'"
+        " AND vaultmem_may_write(role)"
+    )
     conn.execute(
         "INSERT INTO embedding_workers (id, hostname, pid, models) VALUES (%s, %s, %s, %s)"
         " ON CONFLICT (id) DO UPDATE SET seen_at = now(), stopped_at = NULL",
@@ -269,11 +274,7 @@ def stop_worker(conn: Conn, worker_id: str) -> None:
 
 
 def workers(conn: Conn, *, within_seconds: float = 3600) -> list[WorkerRow]:
-    """Workers seen in the last `within_seconds`, most recently seen first; older rows go."""
-    conn.execute(
-        "DELETE FROM embedding_workers WHERE seen_at < now() - interval '7 days'"
-        " AND vaultmem_may_write(role)"
-    )
+    """Workers seen in the last `within_seconds`, most recently seen first."""
     rows = conn.execute(
         """
         SELECT id, hostname, pid, role::regrole::text AS role, models, started_at, seen_at,

@@ -220,9 +220,9 @@ def _vault(row: Any) -> Vault:
 def _installation(installation: str | None) -> str:
     if installation is not None:
         return installation
-    from .. import installation as this
+    from ..vaults import installation_id
 
-    found = this.current()
+    found = installation_id()
     assert found is not None
     return found
 

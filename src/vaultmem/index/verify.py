@@ -117,7 +117,7 @@ def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyRepor
     try:
         rules = Rules.from_settings(settings)
         model_id = get_embedder(settings).model_id
-        head = gitdiff.head_commit(root)
+        head = gitdiff.tip_commit(root, settings.ref)  # a shared source follows its ref
         st = store.state(conn, vault.id)
         signature = chunker_signature(settings.max_chunk_chars)
         known = store.known_paths(conn, vault.id)

@@ -184,10 +184,10 @@ for line in sys.stdin:
     t = time.perf_counter()
     try:
         text = hook_context(line.encode())
-        ok, err = "<retrieved_context>" in text, "" if "<retrieved_context>" in text else "none"
+        found, err = "<retrieved_context>" in text, ""
     except Exception as exc:
-        ok, err = False, f"{type(exc).__name__}: {exc}"
-    out.append({"ms": (time.perf_counter() - t) * 1000, "ok": ok, "err": err[:200]})
+        found, err = False, f"{type(exc).__name__}: {exc}"
+    out.append({"ms": (time.perf_counter() - t) * 1000, "found": found, "err": err[:200]})
 print(json.dumps(out))
 """
 
@@ -324,9 +324,12 @@ def load(
 
         latencies: list[float] = []
         errors: list[str] = []
+        found: list[bool] = []
+        baseline: list[float] = []
+        quiet_found: list[bool] = []
         lock = threading.Lock()
 
-        def client(k: int) -> None:
+        def client(k: int, quiet: bool = False) -> None:
             who, env, clone = machines[k % 2]
             payloads = [
                 json.dumps(
@@ -334,38 +337,41 @@ def load(
                         "hook_event_name": "UserPromptSubmit",
                         "prompt": queries[(k * requests + i) % len(queries)],
                         "cwd": str(clone),
-                        "session_id": f"b{k}-{i}",
+                        "session_id": f"{'q' if quiet else 'b'}{k}-{i}",
                     }
                 )
                 for i in range(requests + 1)  # the first warms the client up, not counted
             ]
-            if cold:
+            results: list[dict[str, Any]] = []
+            if cold and not quiet:
                 for payload in payloads[1:]:
                     t = time.perf_counter()
                     proc = vaultmem(env, "claude-hook", stdin=payload.encode(), cwd=clone)
-                    ms = (time.perf_counter() - t) * 1000
-                    ok = proc.returncode == 0 and b"<retrieved_context>" in proc.stdout
-                    with lock:
-                        latencies.append(ms)
-                        if not ok:
-                            errors.append(proc.stderr.decode(errors="replace")[-200:] or "none")
-                return
-            proc = subprocess.run(
-                [sys.executable, "-c", CLIENT],
-                env=env,
-                cwd=clone,
-                input="\n".join(payloads) + "\n",
-                capture_output=True,
-                text=True,
-            )
-            if proc.returncode != 0:
-                with lock:
-                    errors.append(proc.stderr[-300:])
-                return
-            for r in json.loads(proc.stdout)[1:]:
-                with lock:
-                    latencies.append(r["ms"])
-                    if not r["ok"]:
+                    results.append(
+                        {
+                            "ms": (time.perf_counter() - t) * 1000,
+                            "found": b"<retrieved_context>" in proc.stdout,
+                            "err": "" if proc.returncode == 0 else proc.stderr.decode()[-200:],
+                        }
+                    )
+            else:
+                proc = subprocess.run(
+                    [sys.executable, "-c", CLIENT],
+                    env=env,
+                    cwd=clone,
+                    input="\n".join(payloads) + "\n",
+                    capture_output=True,
+                    text=True,
+                )
+                if proc.returncode != 0:
+                    results = [{"ms": 0.0, "found": False, "err": proc.stderr[-300:]}] * requests
+                else:
+                    results = json.loads(proc.stdout)[1:]
+            with lock:
+                for r in results:
+                    (baseline if quiet else latencies).append(r["ms"])
+                    (quiet_found if quiet else found).append(r["found"])
+                    if r["err"] and not quiet:
                         errors.append(r["err"])
 
         def committer(m: tuple[str, dict[str, str], Path], seed_: int) -> None:
@@ -388,6 +394,8 @@ def load(
                     pass
                 time.sleep(0.5)
 
+        for k in range(clients):  # the same prompts on a quiet server first, one at a time
+            client(k, quiet=True)
         sampler = Sampler(team)
         sampler.start()
         worker_env = machine_env(work / "workers", team.url(name, "alice"))
@@ -425,7 +433,14 @@ def load(
         )
         print(
             f"  hook p50 {statistics.median(latencies):.0f} ms, p95 {pct(latencies, 95):.0f} "
-            f"ms, errors {len(errors)} of {len(latencies)}"
+            f"ms, errors {len(errors)} of {len(latencies)}; the same prompts one at a time on "
+            f"the quiet server first: p50 {statistics.median(baseline):.0f} ms, p95 "
+            f"{pct(baseline, 95):.0f} ms"
+        )
+        print(
+            f"  prompts that got notes: {sum(found)} of {len(found)} under load, "
+            f"{sum(quiet_found)} of {len(quiet_found)} quiet (the gate's verdicts; the commits "
+            "change notes meanwhile)"
         )
         for e in errors[:5]:
             print(f"    error: {e!r}")
@@ -491,8 +506,10 @@ def query(team: TeamServer, work: Path, vocab: Any, vaults: int, chunks: int, n:
 def main() -> None:
     import signal
 
-    # A SIGTERM unwinds like Ctrl-C, so the server and the pooler are stopped on the way out.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # unwind, so the server and the pooler are stopped on the way out
+
+    signal.signal(signal.SIGTERM, on_term)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--requests", type=int, default=10, help="hook requests per client")

@@ -658,3 +658,43 @@ def test_three_workers_embed_every_chunk_once_and_lose_none_when_one_is_killed(
     # The survivors made every call but worker 1's two committed batches.
     assert sum(o["embedded"] for o in outputs) == 10_000 - 2 * 64
     print(f"\nworkers: {[o['filled'] for o in outputs]} chunks each after the kill")
+
+
+def test_a_stale_source_never_takes_the_shared_index_back(
+    team: TeamServer, team_db: str, tmp_path: Path
+) -> None:
+    remote, seed = bare_remote(tmp_path, {"a.md": "# A\n\nalpha\n"})
+    with admin_conn(team, team_db) as conn:
+        db.apply_schema(conn)
+    ci = Machine(tmp_path, "ci-runner", team.url(team_db, "carol"))
+    stale = ci.dir / "clone"
+    ci.git(ci.dir, "clone", "-q", str(remote), str(stale))
+    # The server follows the remote; the CI runner's clone follows its remote-tracking branch.
+    server = Machine(tmp_path, "server", team.url(team_db, "carol"))
+    server.run("init", "--vault", str(remote), "--shared", "team", "--no-hooks")
+    (seed / "b.md").write_text("# B\n\nbeta\n")
+    git(seed, "add", "-A")
+    git(seed, "commit", "-q", "-m", "b")
+    git(seed, "push", "-q", "origin", "main")
+    server.run("ingest", "--vault", str(remote), "--wait")
+    tip = git(remote, "rev-parse", "main").strip()
+    ci.run(
+        "init",
+        "--vault",
+        str(stale),
+        "--shared",
+        "team",
+        "--ref",
+        "refs/remotes/origin/main",
+        "--no-hooks",
+    )
+    with admin_conn(team, team_db) as conn:
+        shared = [r for r in vault_rows(conn) if r["shared"]]
+        assert len(shared) == 1 and shared[0]["watermark"] == tip  # not the clone's older tip
+        ci.git(stale, "fetch", "-q")
+        ci.run("ingest", "--vault", str(stale), "--wait")
+        assert [r["watermark"] for r in vault_rows(conn) if r["shared"]] == [tip]
+        notes = conn.execute(
+            "SELECT path FROM memory_notes WHERE vault_id = %s ORDER BY 1", (shared[0]["id"],)
+        ).fetchall()
+    assert [r["path"] for r in notes] == ["a.md", "b.md"]

@@ -152,6 +152,12 @@ def tip_commit(repo: Path, ref: str | None) -> str | None:
     return None
 
 
+def commit_time(repo: Path, sha: str) -> int:
+    """The committer timestamp of `sha` (seconds since the epoch)."""
+    _check_rev(sha)
+    return int(_git(repo, "show", "-s", "--format=%ct", sha).stdout.strip() or 0)
+
+
 def commit_exists(repo: Path, sha: str) -> bool:
     """True if `sha` names a commit present in `repo` (False after e.g. a history rewrite + gc)."""
     if not sha or sha.startswith("-") or any(c.isspace() for c in sha):

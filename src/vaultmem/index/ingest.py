@@ -493,7 +493,7 @@ def index_pass(ing: Ingester, result: IngestResult) -> IngestResult:
     if head is None:
         result.mode = RunMode.CURRENT
         return result
-    if ing.vault.shared and _behind_the_index(ing, st.watermark, head):
+    if ing.vault.shared and _behind_the_index(ing, st, head):
         # Another source of this shared vault (a server, another clone) already indexed a later
         # commit of the branch: a clone that has not fetched it must not move the index back.
         result.mode = RunMode.CURRENT
@@ -525,13 +525,17 @@ def index_pass(ing: Ingester, result: IngestResult) -> IngestResult:
     return result
 
 
-def _behind_the_index(ing: Ingester, watermark: str | None, tip: str) -> bool:
-    """True when the shared index is at a commit this clone does not have, or at a descendant
-    of its tip: indexing the tip would take the index back in the branch's history."""
+def _behind_the_index(ing: Ingester, st: store.IndexState, tip: str) -> bool:
+    """True when indexing the tip would take the shared index back: it is at a descendant of
+    the tip, or at a commit this clone does not have (not fetched yet) while the tip is no newer
+    than when the index moved there. A history rewritten on the branch (the index's commit
+    gone for good) is followed once a newer commit arrives."""
+    watermark = st.watermark
     if watermark is None or watermark == tip:
         return False
     if not gitdiff.commit_exists(ing.root, watermark):
-        return True
+        moved = st.watermark_at.timestamp() if st.watermark_at is not None else 0.0
+        return gitdiff.commit_time(ing.root, tip) <= moved
     return gitdiff.is_ancestor(ing.root, tip, watermark)
 
 

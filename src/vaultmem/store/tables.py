@@ -92,6 +92,7 @@ class IndexState:
     rebuild_started_at: Any
     last_run: dict[str, Any] | None
     chunker: str | None = None
+    watermark_at: Any = None  # when the watermark was last moved (server time)
 
     def rechunk_due(self, signature: str) -> bool:
         """Indexed by another chunker (an upgrade, a new VAULTMEM_MAX_CHUNK_CHARS) than the one
@@ -101,8 +102,8 @@ class IndexState:
 
 def state(conn: Conn, vault_id: int) -> IndexState:
     row = conn.execute(
-        "SELECT watermark, model_id, rebuild_target, rebuild_started_at, last_run, chunker"
-        " FROM index_state WHERE vault_id = %s",
+        "SELECT watermark, model_id, rebuild_target, rebuild_started_at, last_run, chunker,"
+        " watermark_at FROM index_state WHERE vault_id = %s",
         (vault_id,),
     ).fetchone()
     if row is None:
@@ -114,6 +115,7 @@ def state(conn: Conn, vault_id: int) -> IndexState:
         row["rebuild_started_at"],
         row["last_run"],
         row["chunker"],
+        row["watermark_at"],
     )
 
 

@@ -14,10 +14,11 @@ CREATE TABLE IF NOT EXISTS vaultmem_schema (
 );
 
 -- Each vault (a git work tree) that shares this database. Every other table is keyed by
--- vault_id so several vaults never see each other's rows.
+-- vault_id so several vaults never see each other's rows. A vault row belongs to an
+-- installation and its path, or is a named shared vault (see "Many machines, many people").
 CREATE TABLE IF NOT EXISTS vaults (
     id          serial PRIMARY KEY,
-    root        text NOT NULL UNIQUE,
+    root        text NOT NULL,
     name        text NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now()
 );
@@ -217,3 +218,200 @@ CREATE TABLE IF NOT EXISTS memory_skipped (
     PRIMARY KEY (vault_id, path)
 );
 ALTER TABLE memory_skipped ADD COLUMN IF NOT EXISTS code text;
+
+-- === Many machines, many people (schema version 8) ==========================================
+-- A vault row belongs to an installation (a vaultmem home on one machine, `installation.py`)
+-- and its path, or is a *shared* vault: a team's repository indexed once, under a name, for
+-- every role it is granted to. `owner` is the role that registered it: it (and the members of
+-- it) may write the vault's rows; others read a shared vault only through `vault_readers`.
+-- Rows from before have no installation until the first installation that opens them claims
+-- them (store.db.register_vault).
+ALTER TABLE vaults ADD COLUMN IF NOT EXISTS installation uuid;
+ALTER TABLE vaults ADD COLUMN IF NOT EXISTS shared boolean NOT NULL DEFAULT false;
+ALTER TABLE vaults ADD COLUMN IF NOT EXISTS owner oid NOT NULL DEFAULT current_user::text::regrole::oid;
+DO $$ BEGIN
+    -- Before version 8 a path named one vault for every machine: `UNIQUE (root)` goes.
+    IF EXISTS (SELECT 1 FROM pg_constraint
+               WHERE conrelid = 'vaults'::regclass AND conname = 'vaults_root_key') THEN
+        ALTER TABLE vaults DROP CONSTRAINT vaults_root_key;
+    END IF;
+END $$;
+CREATE UNIQUE INDEX IF NOT EXISTS vaults_local_root
+    ON vaults ((coalesce(installation, '00000000-0000-0000-0000-000000000000'::uuid)), root)
+    WHERE NOT shared;
+CREATE UNIQUE INDEX IF NOT EXISTS vaults_shared_name ON vaults (name) WHERE shared;
+
+-- Who may read a shared vault besides its owner: a role, or a group role whose members all may.
+CREATE TABLE IF NOT EXISTS vault_readers (
+    vault_id    integer NOT NULL REFERENCES vaults(id) ON DELETE CASCADE,
+    reader      oid NOT NULL,
+    granted_by  oid NOT NULL DEFAULT current_user::text::regrole::oid,
+    granted_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (vault_id, reader)
+);
+
+-- One writer per vault, held by the database: a lease with an expiry, renewed and checked inside
+-- every write transaction (store.leases), so it works through a pooler in transaction mode and a
+-- crashed holder's lease simply runs out. Times are the server's, never a client's clock.
+CREATE TABLE IF NOT EXISTS writer_leases (
+    vault_id     integer PRIMARY KEY REFERENCES vaults(id) ON DELETE CASCADE,
+    holder       text NOT NULL,
+    hostname     text NOT NULL DEFAULT '',
+    pid          integer,
+    acquired_at  timestamptz NOT NULL DEFAULT now(),
+    expires_at   timestamptz NOT NULL
+);
+
+-- Embedding workers (`vaultmem worker`), for `vaultmem status`: who is draining the backlog
+-- and how fast. Holds no note content; a row not seen for a while is a stopped worker.
+CREATE TABLE IF NOT EXISTS embedding_workers (
+    id          text PRIMARY KEY,
+    hostname    text NOT NULL DEFAULT '',
+    pid         integer,
+    role        oid NOT NULL DEFAULT current_user::text::regrole::oid,
+    models      text[] NOT NULL DEFAULT '{}',
+    started_at  timestamptz NOT NULL DEFAULT now(),
+    seen_at     timestamptz NOT NULL DEFAULT now(),
+    stopped_at  timestamptz,
+    embedded    bigint NOT NULL DEFAULT 0,  -- chunk texts sent to a model
+    reused      bigint NOT NULL DEFAULT 0,  -- chunks filled from the shared cache instead
+    batches     bigint NOT NULL DEFAULT 0,
+    seconds     double precision NOT NULL DEFAULT 0  -- time spent in the model
+);
+-- The backlog a worker claims: chunks whose vector is missing or from another model than their
+-- vault's, newest first (store.claims).
+CREATE INDEX IF NOT EXISTS memory_primary_backlog ON memory_primary (vault_id, updated_at)
+    WHERE embedding IS NULL;
+
+-- Two helpers that must see past row-level security, so they run as the tables' owner
+-- (SECURITY DEFINER, with the search path pinned to this schema): deleting cached vectors no
+-- chunk of any vault holds (a role sees only its own chunks, so it could never tell that nobody
+-- else's uses a vector; deleting only unreferenced rows is safe to offer every role), and a
+-- vault's owner (what the grants' policies compare with, without recursing into `vaults`).
+DO $$ BEGIN
+    EXECUTE format($f$
+        CREATE OR REPLACE FUNCTION vaultmem_prune_embedding_cache(hashes text[]) RETURNS bigint
+            LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = %I, pg_temp AS $body$
+            WITH gone AS (
+                DELETE FROM embedding_cache c
+                 WHERE (hashes IS NULL OR c.content_hash = ANY (hashes))
+                   AND NOT EXISTS (SELECT 1 FROM memory_primary p
+                                    WHERE p.content_hash = c.content_hash)
+                RETURNING 1)
+            SELECT count(*) FROM gone $body$ $f$, current_schema());
+    EXECUTE format($f$
+        CREATE OR REPLACE FUNCTION vaultmem_vault_owner(v integer) RETURNS oid
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path = %I, pg_temp AS $body$
+            SELECT owner FROM vaults WHERE id = v $body$ $f$, current_schema());
+    -- A model's HNSW index (store.db.ensure_vector_index): only a table's owner may create an
+    -- index, and the first member to use a new model must not need to be one.
+    EXECUTE format($f$
+        CREATE OR REPLACE FUNCTION vaultmem_ensure_vector_index(index_name text, model text,
+                                                                dimension integer)
+            RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+            SET search_path = %I, pg_temp AS $body$
+            BEGIN
+                IF index_name !~ '^memory_primary_hnsw_[0-9a-f]{12}$' OR dimension < 1 THEN
+                    RAISE EXCEPTION 'not a vaultmem vector index: %%', index_name;
+                END IF;
+                EXECUTE format('CREATE INDEX IF NOT EXISTS %%I ON memory_primary USING hnsw '
+                               '((embedding::vector(%%s)) vector_cosine_ops) WHERE model_id = %%L',
+                               index_name, dimension, model);
+            END $body$ $f$, current_schema());
+END $$;
+
+-- May the current role write rows owned by `owner`? It is the owner, or a member of it.
+CREATE OR REPLACE FUNCTION vaultmem_may_write(owner oid) RETURNS boolean
+    LANGUAGE sql STABLE AS $$ SELECT pg_has_role(current_user, owner, 'USAGE') $$;
+
+-- Roles and row-level security. The role that owns these tables (the one that ran the schema:
+-- the bundled server's superuser, or your database's owner) reads and writes everything, as
+-- before. Every other role needs `vaultmem_member` (GRANT vaultmem_member TO alice) and then
+-- reads only the vaults it owns and the shared vaults granted to it (or to a role it is a
+-- member of), and writes only its own. Creating the group role needs CREATEROLE; without it the
+-- rest still applies and an administrator creates it (README, "Several machines and teams").
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'vaultmem_member') THEN
+        CREATE ROLE vaultmem_member NOLOGIN;
+    END IF;
+EXCEPTION WHEN insufficient_privilege OR duplicate_object THEN
+    RAISE NOTICE 'vaultmem_member was not created: %', SQLERRM;
+END $$;
+
+-- The policies, created once (a guard per table, so applying the file again takes no lock).
+DO $$
+DECLARE
+    t text;
+    readable constant text := 'vault_id IN (SELECT id FROM vaults)';
+    writable constant text :=
+        'vault_id IN (SELECT id FROM vaults v WHERE vaultmem_may_write(v.owner))';
+    has_member constant boolean :=
+        EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'vaultmem_member');
+BEGIN
+    -- A vault: read by its owner, and when shared by each role granted (and its members).
+    IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = current_schema()
+                   AND tablename = 'vaults' AND policyname = 'vaults_read') THEN
+        CREATE POLICY vaults_read ON vaults FOR SELECT USING (
+            vaultmem_may_write(owner)
+            OR (shared AND EXISTS (SELECT 1 FROM vault_readers r WHERE r.vault_id = vaults.id
+                                   AND pg_has_role(current_user, r.reader, 'MEMBER'))));
+        CREATE POLICY vaults_write ON vaults FOR ALL
+            USING (vaultmem_may_write(owner)) WITH CHECK (vaultmem_may_write(owner));
+    END IF;
+    -- Its readers: seen by the vault's owner and by each reader; granted by the owner.
+    IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = current_schema()
+                   AND tablename = 'vault_readers' AND policyname = 'vault_readers_read') THEN
+        CREATE POLICY vault_readers_read ON vault_readers FOR SELECT USING (
+            pg_has_role(current_user, reader, 'MEMBER')
+            OR vaultmem_may_write(vaultmem_vault_owner(vault_id)));
+        CREATE POLICY vault_readers_write ON vault_readers FOR ALL
+            USING (vaultmem_may_write(vaultmem_vault_owner(vault_id)))
+            WITH CHECK (vaultmem_may_write(vaultmem_vault_owner(vault_id)));
+    END IF;
+    -- Every table of a vault's index follows its vault.
+    FOREACH t IN ARRAY ARRAY['index_state', 'memory_notes', 'memory_primary',
+                             'memory_lexical_stats', 'memory_lexicon', 'memory_secure_audit',
+                             'audit_allow', 'memory_skipped', 'writer_leases'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = current_schema()
+                       AND tablename = t AND policyname = t || '_read') THEN
+            EXECUTE format('CREATE POLICY %I ON %I FOR SELECT USING (%s)',
+                           t || '_read', t, readable);
+            EXECUTE format('CREATE POLICY %I ON %I FOR ALL USING (%s) WITH CHECK (%s)',
+                           t || '_write', t, writable, writable);
+        END IF;
+    END LOOP;
+    -- A cached vector is seen by a role that holds a chunk of that very text, and added by one
+    -- that does: the cache is shared server-wide without showing anyone another's notes.
+    IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = current_schema()
+                   AND tablename = 'embedding_cache' AND policyname = 'embedding_cache_read') THEN
+        CREATE POLICY embedding_cache_read ON embedding_cache FOR SELECT USING (
+            EXISTS (SELECT 1 FROM memory_primary p
+                     WHERE p.content_hash = embedding_cache.content_hash));
+        CREATE POLICY embedding_cache_write ON embedding_cache FOR INSERT WITH CHECK (
+            EXISTS (SELECT 1 FROM memory_primary p
+                     WHERE p.content_hash = embedding_cache.content_hash));
+    END IF;
+    -- A worker's row is its role's to write; every member sees them (`vaultmem status`).
+    IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = current_schema()
+                   AND tablename = 'embedding_workers'
+                   AND policyname = 'embedding_workers_read') THEN
+        CREATE POLICY embedding_workers_read ON embedding_workers FOR SELECT USING (true);
+        CREATE POLICY embedding_workers_write ON embedding_workers FOR ALL
+            USING (vaultmem_may_write(role)) WITH CHECK (vaultmem_may_write(role));
+    END IF;
+    FOREACH t IN ARRAY ARRAY['vaults', 'vault_readers', 'index_state', 'memory_notes',
+                             'memory_primary', 'memory_lexical_stats', 'memory_lexicon',
+                             'memory_secure_audit', 'audit_allow', 'memory_skipped',
+                             'writer_leases', 'embedding_cache', 'embedding_workers'] LOOP
+        IF NOT (SELECT relrowsecurity FROM pg_class WHERE oid = t::regclass) THEN
+            EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
+        END IF;
+        IF has_member AND NOT has_table_privilege('vaultmem_member', t, 'DELETE') THEN
+            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I TO vaultmem_member', t);
+        END IF;
+    END LOOP;
+    IF has_member AND NOT has_table_privilege('vaultmem_member', 'vaultmem_schema', 'SELECT') THEN
+        GRANT SELECT ON vaultmem_schema TO vaultmem_member;
+        GRANT USAGE ON SEQUENCE vaults_id_seq TO vaultmem_member;
+    END IF;
+END $$;

@@ -24,6 +24,12 @@ from vaultmem import vaults
 from vaultmem.embed import HashEmbedder
 from vaultmem.store import db, server
 
+# One installation for the whole session, although each test has a home of its own: module-
+# scoped fixtures index in one test's environment and read in others'. Tests of installations
+# (tests/test_team.py) give each simulated machine its own, in its subprocesses' environment.
+os.environ["VAULTMEM_INSTALLATION_ID"] = str(uuid.uuid4())
+KEPT_VARIABLES = frozenset({"VAULTMEM_TEST_DATABASE_URL", "VAULTMEM_INSTALLATION_ID"})
+
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test",
     "GIT_AUTHOR_EMAIL": "test@example.com",
@@ -40,7 +46,7 @@ def _isolated_env(
 ) -> None:
     """No test reads the developer's own settings, home or git identity."""
     for name in list(os.environ):
-        if name.startswith("VAULTMEM_") and name != "VAULTMEM_TEST_DATABASE_URL":
+        if name.startswith("VAULTMEM_") and name not in KEPT_VARIABLES:
             monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("DATABASE_URL", raising=False)
     for k, v in GIT_ENV.items():

@@ -17,7 +17,13 @@ def snapshot(conn: psycopg.Connection, root: Path) -> dict[str, Any]:
     """Everything the index holds for a vault, without ids or timestamps."""
     v = db.find_vault(conn, root)
     assert v is not None, f"vault {root} not registered"
-    q = lambda sql: [tuple(r.values()) for r in conn.execute(sql, (v.id,)).fetchall()]  # noqa: E731
+    return snapshot_of(conn, v.id)
+
+
+def snapshot_of(conn: psycopg.Connection, vault_id: int) -> dict[str, Any]:
+    """Everything the index holds for the vault with this id (another installation's, a
+    shared one), without ids or timestamps."""
+    q = lambda sql: [tuple(r.values()) for r in conn.execute(sql, (vault_id,)).fetchall()]  # noqa: E731
     snap = {
         "notes": q(
             "SELECT path, blob_sha, title, tags FROM memory_notes WHERE vault_id = %s ORDER BY path"

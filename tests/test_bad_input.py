@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import GIT_ENV, Vault
+from conftest import GIT_ENV, KEPT_VARIABLES, Vault
 from indexing import fresh_build_snapshot, index, snapshot
 from reliability import invariants, vault_id, vaultmem
 
@@ -136,7 +136,7 @@ def matrix(pg_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     tmp = tmp_path_factory.mktemp("bad-input")
     with pytest.MonkeyPatch.context() as mp:
         for var in list(os.environ):
-            if var.startswith("VAULTMEM_") or var == "DATABASE_URL":
+            if (var.startswith("VAULTMEM_") and var not in KEPT_VARIABLES) or var == "DATABASE_URL":
                 mp.delenv(var)
         for k, v in {**GIT_ENV, "VAULTMEM_DATABASE_URL": url}.items():
             mp.setenv(k, v)

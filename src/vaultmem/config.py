@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from .dburl import normalise_database_url, redact_url
 from .errors import ConfigError
-from .vaults import UserConfig
+from .vaults import UserConfig, VaultEntry, installation_id
 from .vaults import load as load_user_config
 
 # name -> (default, help). The README's configuration table is generated from this list
@@ -131,6 +131,17 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "the per-prompt hook) stays up without a request. 0: no warm service, every prompt "
         "runs cold.",
     ),
+    "VAULTMEM_INSTALLATION_ID": (
+        "",
+        "This installation's id (a UUID): what tells its vaults from another machine's on a "
+        "shared server. Default: a random one your registry records for this host name.",
+    ),
+    "VAULTMEM_WRITER_LEASE": (
+        "60",
+        "Seconds a vault's writer lease lasts in the database without being renewed (every "
+        "write transaction renews it): how soon another machine may take over a vault whose "
+        "ingester crashed.",
+    ),
 }
 
 SECRET_NAMES = ("PASSWORD", "API_KEY", "TOKEN", "SECRET")
@@ -215,6 +226,14 @@ class Settings:
     log_injections: bool = True
     log_prompts: bool = False
     warm_idle: int = 1800
+    # The shared vault this vault's registry entry names (its name on the server), and for a
+    # source clone the ref it follows (None: HEAD). None for a vault of this installation.
+    shared: str | None = None
+    ref: str | None = None
+    writer_lease: float = 60.0
+    # This installation's id as the registry (or VAULTMEM_INSTALLATION_ID) names it; None when
+    # none is recorded yet (`vaults.installation_id` creates one where a writer needs it).
+    installation: str | None = None
 
     def redacted(self) -> dict[str, str]:
         """Settings as strings, safe to print: secrets masked, passwords cut out of URLs."""
@@ -313,8 +332,10 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     *,
     user: UserConfig | None = None,
+    entry: VaultEntry | None = None,
 ) -> Settings:
-    """Settings for acting on `vault` (or on no vault in particular).
+    """Settings for acting on `vault` (or on no vault in particular), or on the registered
+    `entry` (a shared vault a member reads has no folder here).
 
     Highest first: the index recorded for a registered `vault` (home / database URL), the
     process environment, the vault's `.env` (indexing options only), the user config's
@@ -323,11 +344,12 @@ def load_settings(
     user = user if user is not None else load_user_config(env_now)
     env: dict[str, str] = dict(user.settings)
     ignored: tuple[str, ...] = ()
-    entry = None
+    if entry is not None and vault is None:
+        vault = entry.path
     if vault is not None:
         indexing, ignored = read_vault_env(vault)
         env.update(indexing)
-        entry = user.by_path(vault)
+        entry = entry or user.by_path(vault)
     env.update(env_now)
     if entry is not None and (entry.database_url or entry.home):
         # The index this vault was registered with, whatever this process's environment says:
@@ -384,4 +406,8 @@ def load_settings(
         log_injections=_flag(env, "VAULTMEM_LOG_INJECTIONS"),
         log_prompts=_flag(env, "VAULTMEM_LOG_PROMPTS"),
         warm_idle=max(0, _int(env, "VAULTMEM_WARM_IDLE")),
+        shared=entry.shared if entry is not None else None,
+        ref=entry.ref if entry is not None else None,
+        writer_lease=max(1.0, _float(env, "VAULTMEM_WRITER_LEASE")),
+        installation=installation_id(env_now, user=user, create=False),
     )

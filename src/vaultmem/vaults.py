@@ -38,21 +38,35 @@ def config_path(environ: Mapping[str, str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class VaultEntry:
-    """One registered vault and the index it was registered with."""
+    """One registered vault and the index it was registered with.
+
+    A *shared* vault (`shared`: its name on the server) is a team's repository indexed once
+    for everyone granted it. Its source (the clone or bare repository it is ingested from, on
+    one machine) is registered with its `path` and the `ref` it follows (None: HEAD); a member
+    who only reads it registers it by name, with no path (`vaultmem vaults add --shared`)."""
 
     name: str
-    path: Path
+    path: Path | None
     home: Path | None = None  # the bundled server's home, when it uses the bundled database
     database_url: str | None = None  # an external database (takes precedence over `home`)
+    shared: str | None = None
+    ref: str | None = None
+
+    @property
+    def reads_shared(self) -> bool:
+        """A shared vault read from the server only (no source folder on this machine)."""
+        return self.shared is not None and self.path is None
 
     def to_dict(self) -> dict[str, Any]:
         from .dburl import redact_url
 
         return {
             "name": self.name,
-            "path": str(self.path),
+            "path": str(self.path) if self.path is not None else None,
             "home": str(self.home) if self.home else None,
             "database_url": redact_url(self.database_url) if self.database_url else None,
+            "shared": self.shared,
+            "ref": self.ref,
         }
 
 
@@ -64,6 +78,8 @@ class UserConfig:
     vaults: tuple[VaultEntry, ...] = ()
     default: str | None = None
     settings: Mapping[str, str] = field(default_factory=dict)
+    # host name -> this user's installation id on that host (`installation_id`)
+    installations: Mapping[str, str] = field(default_factory=dict)
 
     def get(self, name: str) -> VaultEntry | None:
         return next((v for v in self.vaults if v.name == name), None)
@@ -74,7 +90,7 @@ class UserConfig:
             wanted = path.resolve()
         except OSError:
             return None
-        return next((v for v in self.vaults if _same(v.path, wanted)), None)
+        return next((v for v in self.vaults if v.path is not None and _same(v.path, wanted)), None)
 
     def containing(self, path: Path) -> VaultEntry | None:
         """The vault that holds `path` (the deepest one, should vaults nest)."""
@@ -84,9 +100,11 @@ class UserConfig:
             return None
         best: VaultEntry | None = None
         for v in self.vaults:
+            if v.path is None:
+                continue
             root = _resolved(v.path)
             if (here == root or root in here.parents) and (
-                best is None or len(root.parts) > len(_resolved(best.path).parts)
+                best is None or len(root.parts) > len(_resolved(best.path).parts)  # type: ignore[arg-type]
             ):
                 best = v
         return best
@@ -136,26 +154,37 @@ def load(environ: Mapping[str, str] | None = None) -> UserConfig:
     if not isinstance(table, dict):
         raise ConfigError(f"[vaults] in {path} must be a table of vaults")
     for name, entry in table.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+        shared = entry.get("shared") if isinstance(entry, dict) else None
+        shared = shared if isinstance(shared, str) and shared else None
+        if not isinstance(entry, dict) or not (
+            isinstance(entry.get("path"), str) or shared is not None
+        ):
             raise ConfigError(f'[vaults.{name}] in {path} needs a path = "..."')
-        home, url = entry.get("home"), entry.get("database_url")
+        home, url, ref = entry.get("home"), entry.get("database_url"), entry.get("ref")
+        raw_path = entry.get("path")
         vaults.append(
             VaultEntry(
                 name=name,
-                path=Path(entry["path"]).expanduser(),
+                path=Path(raw_path).expanduser() if isinstance(raw_path, str) else None,
                 home=Path(home).expanduser() if isinstance(home, str) and home else None,
                 database_url=url if isinstance(url, str) and url else None,
+                shared=shared,
+                ref=ref if isinstance(ref, str) and ref else None,
             )
         )
     settings = data.get("settings", {})
     if not isinstance(settings, dict):
         raise ConfigError(f'[settings] in {path} must be a table of NAME = "value" pairs')
     default = data.get("default")
+    installations = data.get("installations", {})
+    if not isinstance(installations, dict):
+        raise ConfigError(f'[installations] in {path} must be a table of HOST = "id" pairs')
     return UserConfig(
         path=path,
         vaults=tuple(vaults),
         default=default if isinstance(default, str) and default else None,
         settings={str(k): str(v) for k, v in settings.items()},
+        installations={str(k): str(v) for k, v in installations.items()},
     )
 
 
@@ -229,20 +258,33 @@ def unique_name(config: UserConfig, root: Path) -> str:
 
 
 def register(
-    root: Path,
+    root: Path | None,
     *,
     name: str | None = None,
     home: Path | None = None,
     database_url: str | None = None,
     environ: Mapping[str, str] | None = None,
+    shared: str | None = None,
+    ref: str | None = None,
 ) -> VaultEntry:
     """Add `root` to the registered vaults (or update its recorded index). The first vault
-    registered becomes the default. Returns the entry as recorded."""
+    registered becomes the default. Returns the entry as recorded.
+
+    `shared`: the vault is the shared vault of that name on the server; `root` is then its
+    source (None: this machine only reads it) and `ref` what the source follows."""
     import tomlkit
 
     config = load(environ)
-    root = root.resolve()
-    existing = config.by_path(root)
+    if root is None:
+        if shared is None:
+            raise ConfigError("a vault needs a path unless it is a shared vault read by name")
+        root_text = None
+        existing = next((v for v in config.vaults if v.reads_shared and v.shared == shared), None)
+        name = name or (None if existing else shared)
+    else:
+        root = root.resolve()
+        root_text = str(root)
+        existing = config.by_path(root)
     if name is not None and not _NAME_RE.match(name):
         raise ConfigError(
             f"{name!r} is not a usable vault name: use letters, digits, '.', '-' or '_'"
@@ -252,7 +294,13 @@ def register(
             f"a vault named {name!r} is already registered ({config.get(name).path}): "  # type: ignore[union-attr]
             "choose another --name"
         )
-    chosen = existing.name if existing is not None else (name or unique_name(config, root))
+    if existing is not None:
+        chosen = existing.name
+    elif name is not None:
+        chosen = name
+    else:
+        assert root is not None
+        chosen = unique_name(config, root)
     doc = _document(config.path)
     vaults = doc.get("vaults")
     if vaults is None:
@@ -262,18 +310,50 @@ def register(
     if entry is None:
         entry = tomlkit.table()
         vaults[chosen] = entry
-    entry["path"] = str(root)
-    for key, value in (("home", str(home) if home else None), ("database_url", database_url)):
+    for key, value in (
+        ("path", root_text),
+        ("shared", shared),
+        ("ref", ref),
+        ("home", str(home) if home else None),
+        ("database_url", database_url),
+    ):
         if value:
             entry[key] = value
         elif key in entry:
             del entry[key]
     if not doc.get("default") or config.get(str(doc.get("default"))) is None:
         doc["default"] = chosen
+    # This machine's installation, recorded beside the vaults it indexes, so a hook run from a
+    # bare environment (a GUI client, `env -i`) acts as the same installation.
+    _set_installation(doc, host(), installation_id(environ, user=config))
     _save(config.path, doc)
     recorded = load(environ).get(chosen)
     assert recorded is not None
     return recorded
+
+
+def _set_installation(doc: Any, host: str, installation_id: str | None) -> None:
+    import tomlkit
+
+    if installation_id is None:
+        return
+    table = doc.get("installations")
+    if table is None:
+        table = tomlkit.table()
+        table.add(tomlkit.comment("this user's vaultmem installation on each machine"))
+        doc["installations"] = table
+    if table.get(host) != installation_id:
+        table[host] = installation_id
+
+
+def record_installation(
+    host: str, installation_id: str, environ: Mapping[str, str] | None = None
+) -> None:
+    """Record `installation_id` as this user's installation on `host` (first use)."""
+    config = load(environ)
+    doc = _document(config.path)
+    _set_installation(doc, host, installation_id)
+    _save(config.path, doc)
 
 
 def _require(name: str, environ: Mapping[str, str] | None) -> tuple[UserConfig, VaultEntry]:
@@ -305,3 +385,61 @@ def set_default(name: str, environ: Mapping[str, str] | None = None) -> VaultEnt
     doc["default"] = name
     _save(config.path, doc)
     return entry
+
+
+# --- this installation's id -------------------------------------------------------------------
+# A random UUID recorded in the registry's `[installations]` table, keyed by the machine's host
+# name. The registry is the one file every command and git hook reads (the hooks name it), so a
+# commit from a GUI client or `env -i` acts as the same installation as the user's shell; keyed
+# by host because people sync `~/.config` between machines with their dotfiles, and two machines
+# that shared an id would share vault rows again, which is what the id prevents (a vault row on
+# the server belongs to an installation and its path: `store.db.register_vault`).
+# VAULTMEM_INSTALLATION_ID pins it (a container whose host name changes at every start).
+
+INSTALLATION_ENV = "VAULTMEM_INSTALLATION_ID"
+
+
+def host() -> str:
+    """This machine's name, as the registry keys installations."""
+    import socket
+
+    return socket.gethostname() or "localhost"
+
+
+def _uuid(text: str) -> str | None:
+    import uuid
+
+    try:
+        return str(uuid.UUID(text.strip()))
+    except ValueError:
+        return None
+
+
+def installation_id(
+    environ: Mapping[str, str] | None = None,
+    *,
+    user: UserConfig | None = None,
+    create: bool = True,
+) -> str | None:
+    """This installation's id: VAULTMEM_INSTALLATION_ID, else the one the registry records for
+    this host, created (and recorded) on first use unless `create` is False (then None when
+    there is none yet)."""
+    env = os.environ if environ is None else environ
+    if env.get(INSTALLATION_ENV):
+        pinned = _uuid(env[INSTALLATION_ENV])
+        if pinned is None:
+            raise ConfigError(
+                f"{INSTALLATION_ENV} must be a UUID, got {env[INSTALLATION_ENV]!r}: fix it in "
+                "the environment"
+            )
+        return pinned
+    user = user if user is not None else load(environ)
+    found = _uuid(user.installations.get(host(), ""))
+    if found is not None or not create:
+        return found
+    import uuid
+
+    record_installation(host(), str(uuid.uuid4()), environ)
+    recorded = _uuid(load(environ).installations.get(host(), ""))
+    assert recorded is not None
+    return recorded

@@ -156,6 +156,7 @@ def build_context(
     db_timeout: int = 3,
     claim: tuple[Path, str] | None = None,
     resources: Resources | None = None,
+    shared: str | None = None,
 ) -> ContextResult:
     """Layer B (preferences) then Layer A (notes relevant to `prompt`), or "" if neither has any.
 
@@ -165,7 +166,8 @@ def build_context(
     fast). `claim` (a directory and a key) makes a second call for the same key within
     DUPLICATE_WINDOW_SECONDS add no notes. Database errors propagate when notes are wanted;
     callers that must fail open catch them. `resources` supplies the connection and embedder
-    (default: `ColdResources`).
+    (default: `ColdResources`). `shared` names a registered shared vault to read instead of
+    `vault_root` (it has no folder on this machine: its notes come from the server).
     """
     from ..search import Prompt
     from ..store import db
@@ -176,14 +178,15 @@ def build_context(
     prefs: Preferences | None = None
     if include_memory and settings.memory_file is not None:
         prefs = user_preferences(settings)
-    wants_notes = include_notes and vault_root is not None and bool(prompt.strip())
+    has_vault = vault_root is not None or shared is not None
+    wants_notes = include_notes and has_vault and bool(prompt.strip())
     # Decided once, before touching the database or loading a model; the search reuses it.
     asked = Prompt.of(prompt) if wants_notes else None
     if asked is not None and asked.content_free:
         wants_notes = False
     if wants_notes and claim is not None and not _claim(*claim):
         wants_notes = False
-    needs_db = vault_root is not None and (wants_notes or (include_memory and prefs is None))
+    needs_db = has_vault and (wants_notes or (include_memory and prefs is None))
     hits: list = []
     embedder: Embedder | None = None
     with ExitStack() as stack:
@@ -193,7 +196,6 @@ def build_context(
             # A loaded embedder starts on the prompt now, beside the database work below.
             embedder = stack.enter_context(prefetching(res.embedder(settings), prompt))
         if needs_db:
-            assert vault_root is not None
             try:
                 opened = res.connection(settings, start=start_db, timeout=db_timeout)
             except VaultmemError:
@@ -202,7 +204,15 @@ def build_context(
                 opened = None  # preferences only: fall back to the user's own file below
             if opened is not None:
                 with opened as conn:
-                    vault = db.find_vault(conn, vault_root)
+                    vault = (
+                        db.find_shared_vault(conn, shared)
+                        if shared is not None
+                        else db.find_vault(
+                            conn,
+                            vault_root,  # type: ignore[arg-type]
+                            installation=settings.installation,
+                        )
+                    )
                     if vault is not None:
                         if include_memory and prefs is None:
                             prefs = vault_preferences(conn, vault)
@@ -337,7 +347,7 @@ def hook_context(
     user = vaults.load()
     entry = vaults.resolve(user, cwd=Path(cwd) if isinstance(cwd, str) and cwd else None)
     root = entry.path if entry is not None else None
-    settings = load_settings(root, user=user)
+    settings = load_settings(root, user=user, entry=entry)
     session = data.get("session_id")
     claim = None
     if isinstance(session, str) and session:
@@ -349,6 +359,7 @@ def hook_context(
         include_memory=include_memory,
         claim=claim,
         resources=resources,
+        shared=entry.shared if entry is not None else None,
     )
     injections.record(
         user_home(user),

@@ -105,12 +105,22 @@ class VaultTools:
         if entry is None:
             # No vault to read is a setting error (exit 2).
             raise ConfigError(vaults.NO_VAULT_HINT)
-        return Target(entry, load_settings(entry.path, user=user))
+        return Target(entry, load_settings(user=user, entry=entry))
 
     def _index(self, conn: Conn, target: Target) -> Vault:
         from ..store import db
 
-        found = db.find_vault(conn, target.entry.path)
+        if target.entry.shared is not None:
+            found = db.find_shared_vault(conn, target.entry.shared)
+            if found is None:
+                raise VaultmemError(
+                    f"shared vault {target.entry.shared} is not readable by this role on the "
+                    f"server yet: its owner grants it (`vaultmem grant {target.entry.shared} "
+                    "ROLE`)"
+                )
+            return found
+        assert target.entry.path is not None
+        found = db.find_vault(conn, target.entry.path, installation=target.settings.installation)
         if found is None:
             raise VaultmemError(
                 f"vault {target.entry.name} is registered but not indexed: run `vaultmem init "
@@ -200,7 +210,10 @@ class VaultTools:
         from ..index.triage import Ignore, Index, Quarantine, Rules, Skip
 
         target = self.target()
+        if target.entry.shared is not None:
+            return self._get_indexed(target, note.strip(), from_line, max_lines)
         root = target.entry.path
+        assert root is not None
         wanted = note.strip()
         with self.resources.lock:
             with self.resources.connection(target.settings, start=False, timeout=3) as conn:
@@ -235,6 +248,28 @@ class VaultTools:
             raise Refused(f"{path} is not served: {exc.reason}") from None
         out = _render_note(path, head, text, from_line, max_lines)
         self._record(target, injections.MCP_GET, note, [path], out)
+        return out
+
+    def _get_indexed(self, target: Target, wanted: str, from_line: int, max_lines: int) -> str:
+        """`get` for a shared vault: the note as its index holds it, committed on its branch
+        (a member has no clone to read it from). The index holds only what the ingester's
+        triage indexed, `<private>` spans already removed: a quarantined or skipped file is
+        not there to serve."""
+        from .. import store
+
+        with self.resources.lock:
+            with self.resources.connection(target.settings, start=False, timeout=3) as conn:
+                vault = self._index(conn, target)
+                path = self._resolve(conn, vault, wanted)
+                indexed = store.indexed_note(conn, vault.id, path)
+                held = store.held_kind(conn, vault.id, path) if indexed is None else None
+                conn.commit()
+        if indexed is None:
+            if held is not None:
+                raise Refused(f"{path} is not served: {held} in the shared vault's index")
+            raise Refused(f"{path} is not a note of shared vault {vault.name}")
+        out = _render_note(path, indexed.commit_sha, indexed.text, from_line, max_lines)
+        self._record(target, injections.MCP_GET, wanted, [path], out)
         return out
 
     def _resolve(self, conn: Conn, vault: Vault, wanted: str) -> str:
@@ -273,8 +308,11 @@ class VaultTools:
         from ..index import gitdiff
 
         target = self.target()
-        root = target.entry.path
         n = max(1, min(MAX_RECENT, n))
+        if target.entry.shared is not None:
+            return self._recent_indexed(target, n)
+        root = target.entry.path
+        assert root is not None
         head = gitdiff.head_commit(root)
         commits = gitdiff.recent_commits(root, head, max(50, n * 10)) if head else []
         with self.resources.lock:
@@ -303,6 +341,30 @@ class VaultTools:
         lines.append("</recent_notes>")
         return "".join(lines)
 
+    def _recent_indexed(self, target: Target, n: int) -> str:
+        """`recent` for a shared vault: the notes its index took in last, newest first."""
+        from .. import store
+
+        with self.resources.lock:
+            with self.resources.connection(target.settings, start=False, timeout=3) as conn:
+                vault = self._index(conn, target)
+                rows = store.recently_indexed(conn, vault.id, n)
+                conn.commit()
+        lines = [f"<recent_notes{_attrs(vault=target.entry.name)}>\n", DATA_LINE + "\n"]
+        for r in rows:
+            attrs = _attrs(
+                id=note_id(r.path),
+                path=r.path,
+                title=r.title,
+                commit=r.commit_sha[:SHORT],
+                date=r.indexed_at.isoformat(timespec="seconds"),
+            )
+            lines.append(f"<note{attrs}/>\n")
+        if not rows:
+            lines.append("no indexed notes yet\n")
+        lines.append("</recent_notes>")
+        return "".join(lines)
+
     def status(self) -> str:
         from .. import store
         from ..index import gitdiff
@@ -318,8 +380,12 @@ class VaultTools:
                 counts = store.note_counts(conn, vault.id)
                 backlog = store.backlog_size(conn, vault.id, model_id)
                 conn.commit()
-        head = gitdiff.head_commit(root)
-        behind = commits_behind(root, st.watermark, head)
+        if target.entry.shared is not None or root is None:
+            # A shared vault: the index is the truth a member has (its source checks HEAD).
+            head, behind = st.watermark, 0
+        else:
+            head = gitdiff.head_commit(root)
+            behind = commits_behind(root, st.watermark, head)
         run = st.last_run or {}
         attrs = _attrs(
             vault=target.entry.name,

@@ -84,21 +84,29 @@ class WarmResources:
         url = db.database_url(settings, start=start)
         conn = self._checked(url)
         if conn is None:
-            conn = db.connect_url(url, timeout=timeout)
-            conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
-            conn.commit()
+            conn = db.connect_url(url, timeout=timeout, purpose="vaultmem-warm")
         self._conns[url] = (conn, time.monotonic())
         return self._lease(url, conn)
 
     @contextmanager
     def _lease(self, url: str, conn: Conn) -> Iterator[Conn]:
+        import threading
+
         from psycopg.pq import TransactionStatus
 
+        # The bound on a stuck statement is a cancel request sent from here, not a session
+        # `SET statement_timeout`: behind a pooler in transaction mode a session setting would
+        # stay on whichever server connection ran it and bound other clients' statements.
+        watchdog = threading.Timer(STATEMENT_TIMEOUT_MS / 1000, conn.cancel_safe)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             yield conn
         except BaseException:
             self._drop(url)
             raise
+        finally:
+            watchdog.cancel()
         if conn.closed or conn.broken:
             self._drop(url)
         elif conn.info.transaction_status != TransactionStatus.IDLE:

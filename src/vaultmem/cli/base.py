@@ -94,7 +94,16 @@ def vault_root(vault: str | None) -> Path:
     chosen = vault or os.environ.get("VAULTMEM_VAULT")
     if chosen:
         entry = vaults.load().get(chosen)
-        return repo_root(entry.path if entry is not None else Path(chosen).expanduser())
+        if entry is not None and entry.path is None:
+            from ..errors import ConfigError
+
+            raise ConfigError(
+                f"{entry.name} is a shared vault read from the server: it has no folder on this "
+                "machine to index or check (its source's machine does that)"
+            )
+        if entry is not None and entry.path is not None:
+            return repo_root(entry.path)
+        return repo_root(Path(chosen).expanduser())
     return repo_root(Path.cwd())
 
 

@@ -187,33 +187,63 @@ def status(as_json: bool) -> None:
     index is behind HEAD, the embedding backlog, the last run's outcome and every skipped file.
     """
     from ..index.verify import vault_status
-    from ..store import db
+    from ..store import claims, db
 
     settings = settings_for()
     with db.connect(settings) as conn:
         info = db.server_info(conn)
         version = db.schema_version(conn)
         vaults = [vault_status(conn, v) for v in db.vault_stats(conn)] if version else []
+        workers = claims.workers(conn) if version >= 8 else []
+        backlog = claims.backlog_counts(conn) if version >= 8 else {}
+        conn.commit()
     data = {
         "database": "external" if settings.database_url else "bundled",
         "reachable": True,
         **info,
         "schema_version": version,
         "vaults": [v.to_dict() for v in vaults],
+        "workers": [w.to_dict() for w in workers],
+        "backlog_by_model": backlog,
     }
     if as_json:
         print_json(data)
         return
-    echo(f"database: {data['database']}, reachable")
+    tls = ", over TLS" if info.get("tls") else ""
+    echo(f"database: {data['database']}, reachable as role {info['role']}{tls}")
     echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
     echo(f"schema version: {version or 'none (run `vaultmem init`)'}")
     for v in vaults:
+        where = f"shared, source {v.root}" if v.shared else str(v.root)
         echo(
-            f"vault {v.name} ({v.root}): {v.notes} notes, {v.chunks} chunks, "
+            f"vault {v.name} ({where}): {v.notes} notes, {v.chunks} chunks, "
             f"{v.backlog} awaiting embeddings, {v.quarantined} quarantined, "
             f"{len(v.skipped_files)} skipped"
         )
+        if v.shared and v.head is None and not v.problem:
+            echo(f"  index: at {(v.watermark or 'nothing yet')[:12]} (its source indexes it)")
+            continue
         _echo_vault_health(v)
+    _echo_workers(workers, backlog)
+
+
+def _echo_workers(workers: list, backlog: dict[str, int]) -> None:
+    """The embedding workers seen in the last hour and how fast they go."""
+    if backlog:
+        echo("backlog on the server: " + ", ".join(f"{n} for {m}" for m, n in backlog.items()))
+    for w in workers:
+        state = (
+            "stopped"
+            if w.stopped_at is not None
+            else f"seen {w.seen_seconds_ago:.0f} s ago"
+            if w.seen_seconds_ago > 30
+            else "running"
+        )
+        rate = f", {w.rate:.1f} texts/s of model time" if w.rate else ""
+        echo(
+            f"worker {w.hostname} pid {w.pid} (role {w.role}): {state}; {w.embedded} texts "
+            f"embedded, {w.reused} reused from the cache, {w.batches} batches{rate}"
+        )
 
 
 def _embedding_line(v: VaultStatus) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -16,12 +15,21 @@ from ..search import Mode
 from .base import cli, display_path, echo, json_option, print_json, reading_vault, vault_option
 
 
-def _registered_vault(conn: Any, root: Path) -> Any:
+def _registered_vault(conn: Any, entry: Any, installation: str | None = None) -> Any:
+    """The index row of a registered vault (a shared vault's by its name on the server)."""
     from ..store import db
 
-    v = db.find_vault(conn, root)
+    if entry.shared is not None:
+        v = db.find_shared_vault(conn, entry.shared)
+        if v is None:
+            raise VaultmemError(
+                f"shared vault {entry.shared} is not readable on the server by this role yet: "
+                f"its owner grants it with `vaultmem grant {entry.shared} ROLE`"
+            )
+        return v
+    v = db.find_vault(conn, entry.path, installation=installation)
     if v is None:
-        raise VaultmemError(f"{root} is not an indexed vault yet: run `vaultmem init` in it")
+        raise VaultmemError(f"{entry.path} is not an indexed vault yet: run `vaultmem init` in it")
     return v
 
 
@@ -78,11 +86,10 @@ def query_cmd(
         from ..errors import ConfigError
 
         raise ConfigError(NO_VAULT_HINT)
-    root = entry.path
-    settings = load_settings(root)
+    settings = load_settings(entry=entry)
     embedder = get_embedder(settings)
     with db.connect(settings) as conn:
-        v = _registered_vault(conn, root)
+        v = _registered_vault(conn, entry, settings.installation)
         found = retrieve(
             conn,
             v,
@@ -259,11 +266,12 @@ def context_cmd(
         if entry is None:
             notices.append(NO_VAULT_HINT)
         root = entry.path if entry is not None else None
-        settings = load_settings(root)
+        settings = load_settings(root, entry=entry)
         result = context.build_context(
             settings,
             text,
             vault_root=root,
+            shared=entry.shared if entry is not None else None,
             include_memory=memory,
             include_notes=not memory_only,
             max_chars=max_chars,

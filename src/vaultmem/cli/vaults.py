@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -27,7 +28,27 @@ from .base import (
 @click.option("--name", help="The vault's name in the registry. Default: its folder's name.")
 @click.option("--no-hooks", is_flag=True, help="Do not install the git hooks.")
 @click.option("--no-index", is_flag=True, help="Do not index the notes now.")
-def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) -> None:
+@click.option(
+    "--shared",
+    "shared",
+    metavar="NAME",
+    help="Make this repository (a clone, or a bare remote) the source of the shared vault NAME "
+    "on the server in VAULTMEM_DATABASE_URL, indexed once for every role granted it.",
+)
+@click.option(
+    "--ref",
+    metavar="REF",
+    help="With --shared: the branch the shared vault follows (default: HEAD), e.g. "
+    "refs/remotes/origin/main in a clone that pulls.",
+)
+def init(
+    vault: str | None,
+    name: str | None,
+    no_hooks: bool,
+    no_index: bool,
+    shared: str | None,
+    ref: str | None,
+) -> None:
     """Set up a vault: registration, database, schema, git hooks, first index.
 
     Registers the vault in your user config (the first one becomes the default vault that
@@ -35,15 +56,27 @@ def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) ->
     database if no VAULTMEM_DATABASE_URL is set, applies schema.sql, installs the git hooks and
     indexes the notes at HEAD (text first, then vectors, with a progress bar). Safe to run
     again: it changes nothing that is already in place.
+
+    With --shared NAME the repository is the source of a team's shared vault: it is indexed
+    (as its branch moves, from this machine's hooks) once for everyone granted it
+    (`vaultmem grant NAME ROLE`); members register it with `vaultmem vaults add --shared NAME`.
     """
     from .. import vaults
+    from ..errors import ConfigError
     from ..store import db
 
+    if ref is not None and shared is None:
+        raise ConfigError("--ref names the branch a shared vault follows: add --shared NAME")
     root = vault_root(vault)
-    entry, settings = register(root, name)
+    entry, settings = register(root, name, shared=shared, ref=ref)
     with db.connect(settings, start=True) as conn:
-        applied = db.apply_schema(conn)
-        v = db.register_vault(conn, root)
+        current = db.schema_version(conn)
+        # A member's role may not change the schema; it needs none when it is current.
+        applied = db.apply_schema(conn) if current != db.SCHEMA_VERSION else []
+        if settings.shared is not None:
+            v = db.register_shared_vault(conn, settings.shared, root)
+        else:
+            v = db.register_vault(conn, root, installation=settings.installation)
         info = db.server_info(conn)
     if applied:
         echo(f"schema applied (version {db.SCHEMA_VERSION})")
@@ -53,7 +86,8 @@ def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) ->
     is_default = (
         " (the default vault)" if default is not None and default.name == entry.name else ""
     )
-    echo(f"vault registered: {entry.name} = {v.root}{is_default} in {vaults.config_path()}")
+    kind = f" (source of shared vault {v.name})" if v.shared else ""
+    echo(f"vault registered: {entry.name} = {v.root}{kind}{is_default} in {vaults.config_path()}")
     echo(f"PostgreSQL {info['postgres_version']}, pgvector {info['pgvector_version']}")
     if not no_hooks:
         from ..errors import ConfigError
@@ -109,37 +143,120 @@ def vaults_group() -> None:
 
 
 @vaults_group.command(name="list")
+@click.option(
+    "--access/--no-access",
+    default=None,
+    help="Ask the server who may read what: each vault this role sees, its owner and the roles "
+    "granted it. Default: when VAULTMEM_DATABASE_URL names a server.",
+)
 @json_option
-def vaults_list(as_json: bool) -> None:
-    """List the registered vaults, the default one, and the index each one uses."""
+def vaults_list(access: bool | None, as_json: bool) -> None:
+    """List the registered vaults, the default one, and the index each one uses; with a
+    server (VAULTMEM_DATABASE_URL), also who may read what there: this role's own vaults, the
+    shared vaults granted to it, and for each vault the roles that may read it.
+    """
     from .. import vaults
+    from ..errors import VaultmemError
 
     config = vaults.load()
+    readable = None
+    if access or (access is None and load_settings().database_url):
+        try:
+            readable = _access_rows()
+        except VaultmemError as exc:
+            if access:
+                raise
+            echo(f"(who may read what is not shown: {exc})", err=True)
     default = config.default_vault()
     rows = [
         {**v.to_dict(), "default": default is not None and v.name == default.name}
         for v in config.vaults
     ]
     if as_json:
-        print_json({"config": str(config.path), "vaults": rows})
+        out: dict[str, Any] = {"config": str(config.path), "vaults": rows}
+        if readable is not None:
+            out["access"] = readable
+        print_json(out)
         return
     if not rows:
         echo(f"no vault registered ({config.path}): `vaultmem init --vault PATH`")
-        return
     for r in rows:
         where = r["database_url"] or (f"bundled database in {r['home']}" if r["home"] else "")
         mark = "* " if r["default"] else "  "
-        echo(f"{mark}{r['name']}  {r['path']}" + (f"  ({where})" if where else ""))
-    echo(f"(* = default; registry: {config.path})")
+        if r["shared"] and r["path"] is None:
+            place = f"shared vault {r['shared']} (read from the server)"
+        elif r["shared"]:
+            ref = f", following {r['ref']}" if r["ref"] else ""
+            place = f"{r['path']} (source of shared vault {r['shared']}{ref})"
+        else:
+            place = str(r["path"])
+        echo(f"{mark}{r['name']}  {place}" + (f"  ({where})" if where else ""))
+    if rows:
+        echo(f"(* = default; registry: {config.path})")
+    if readable is not None:
+        echo(f"on the server, role {readable['role']} may read:")
+        for a in readable["vaults"]:
+            kind = "shared" if a["shared"] else "private"
+            whose = "yours" if a["mine"] else f"owner {a['owner']}"
+            readers = ", ".join(a["readers"]) or "nobody else"
+            echo(f"  {a['name']} ({kind}, {whose}): also readable by {readers}")
+
+
+def _access_rows() -> dict[str, Any]:
+    """Who may read what, as the server's row-level security lets this role see it."""
+    from ..store import access, db
+
+    settings = load_settings()
+    with db.connect(settings) as conn:
+        db.require_schema(conn)
+        role = access.current_role(conn)
+        seen = access.access_list(conn)
+    return {"role": role, "vaults": [a.to_dict() for a in seen]}
 
 
 @vaults_group.command(name="add")
-@click.argument("path", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--name", help="The vault's name. Default: its folder's name.")
-def vaults_add(path: Path, name: str | None) -> None:
-    """Register the git work tree at PATH without indexing it (`vaultmem init` does both)."""
+@click.argument("path", type=click.Path(file_okay=False, path_type=Path), required=False)
+@click.option("--name", help="The vault's name. Default: its folder's name (or the shared name).")
+@click.option(
+    "--shared",
+    "shared",
+    metavar="NAME",
+    help="Register the shared vault NAME from the server in VAULTMEM_DATABASE_URL, for reading "
+    "only (no clone needed here): the hook, the wrapper and MCP then read it.",
+)
+def vaults_add(path: Path | None, name: str | None, shared: str | None) -> None:
+    """Register the git work tree at PATH without indexing it (`vaultmem init` does both), or
+    with --shared NAME a team's shared vault to read from the server."""
+    from ..errors import ConfigError
     from ..index.gitdiff import repo_root
 
+    if shared is not None:
+        if path is not None:
+            raise ConfigError(
+                "--shared NAME reads a shared vault from the server, with no folder here; to "
+                "make PATH the source of a shared vault run `vaultmem init --vault PATH "
+                "--shared NAME`"
+            )
+        from ..index.registration import register_reader
+        from ..store import db
+
+        entry, settings = register_reader(shared, name)
+        echo(
+            f"registered {entry.name} = shared vault {shared} on {entry.to_dict()['database_url']}"
+        )
+        with db.connect(settings) as conn:
+            db.require_schema(conn)
+            found = db.find_shared_vault(conn, shared)
+        if found is None:
+            echo(
+                f"note: no shared vault {shared} is readable by this role yet (it does not "
+                f"exist, or its owner has not run `vaultmem grant {shared} ROLE`); it is read "
+                "as soon as it is",
+                err=True,
+            )
+        return
+    if path is None:
+        raise ConfigError("give the vault's PATH, or --shared NAME for a shared vault")
     entry, _ = register(repo_root(path), name)
     echo(f"registered {entry.name} = {entry.path}")
 
@@ -155,14 +272,23 @@ def vaults_remove(name: str, purge: bool) -> None:
     settings = None
     entry = vaults.load().get(name)
     if entry is not None and purge:
-        settings = load_settings(entry.path)
+        settings = load_settings(entry=entry)
     removed = vaults.unregister(name)
-    echo(f"unregistered {removed.name} ({removed.path})")
+    echo(f"unregistered {removed.name} ({removed.path or 'shared vault ' + str(removed.shared)})")
     if purge and settings is not None:
         with db.connect(settings, start=writer_start(settings)) as conn:
-            db.delete_vault(conn, removed.path)
+            if removed.shared is not None:
+                gone = db.delete_shared_vault(conn, removed.shared)
+            else:
+                assert removed.path is not None
+                db.delete_vault(conn, removed.path)
+                gone = True
             conn.commit()
-        echo("its index was deleted from the database")
+        echo(
+            "its index was deleted from the database"
+            if gone
+            else "its index stays on the server: only its owner may delete it"
+        )
     else:
         echo(
             "its index stays in the database (`--purge` deletes it); "
@@ -177,4 +303,4 @@ def vaults_default(name: str) -> None:
     from .. import vaults
 
     entry = vaults.set_default(name)
-    echo(f"default vault: {entry.name} ({entry.path})")
+    echo(f"default vault: {entry.name} ({entry.path or 'shared vault ' + str(entry.shared)})")

@@ -50,6 +50,7 @@ __all__ = [
     "Prefetched",
     "UseEmbedder",
     "Vector",
+    "embedder_for_model",
     "get_embedder",
     "prefetching",
 ]
@@ -123,4 +124,31 @@ def get_embedder(settings: Settings, *, expected_dimension: int | None = None) -
     if expected_dimension is not None and provider != Provider.OPENAI:
         # openai checks this itself, lazily, so it can discover the size of unknown models
         check_dimension(embedder.model_id, embedder.dimension, expected_dimension)
+    return embedder
+
+
+def embedder_for_model(model_id: str, settings: Settings) -> Embedder:
+    """An embedder that makes `model_id`'s vectors ("<provider>:<model>", as an index records
+    it), with everything else (engine, API base URL and key, batch size) from `settings`: what
+    a worker uses for a vault whose model is not the one its own settings name. ConfigError
+    when the id names no provider vaultmem has, or the settings cannot make it."""
+    import dataclasses
+
+    provider_name, _, model = model_id.partition(":")
+    try:
+        provider = Provider(provider_name)
+    except ValueError:
+        raise ConfigError(
+            f"the index wants {model_id!r} vectors, from a provider vaultmem does not know"
+        ) from None
+    if provider == Provider.HASH:
+        model = model.removeprefix("v1-")
+    elif provider == Provider.USE:
+        model = ""
+    chosen = dataclasses.replace(settings, embedding_provider=provider, embedding_model=model)
+    embedder = get_embedder(chosen)
+    if embedder.model_id != model_id:
+        raise ConfigError(
+            f"cannot make {model_id!r} vectors here (these settings make {embedder.model_id!r})"
+        )
     return embedder

@@ -233,32 +233,35 @@ def _decide_many(
         conn.commit()  # the passes below manage their own transactions
         ing = ingest.Ingester(settings, conn, vault, embedder=embedder)
         w.take_pending()
-        ingest.index_pass(ing, result)
-        result.mode = ingest.RunMode.REVIEW
-        head = result.to_commit
-        tree = gitdiff.ls_tree(root, head) if head else {}
-        if action is ReviewAction.ALLOWED and not yes:
-            strong = sorted(
-                {r for p in paths for r in _quarantined_row(conn, vault, p).rule_ids}
-                & HIGH_CONFIDENCE_RULES
-            )
-            conn.commit()
-            if strong:
-                raise ConfirmationRequired(
-                    f"{', '.join(paths) if len(paths) < 4 else f'{len(paths)} files'} hold "
-                    f"what looks like a real credential ({', '.join(strong)}): indexing makes it "
-                    "searchable and sends it to the embedding provider; confirm, or pass --yes",
-                    tuple(strong),
+        # The database's writer lease, as for every write of the index.
+        with ing.lease.held_for():
+            ingest.index_pass(ing, result)
+            result.mode = ingest.RunMode.REVIEW
+            head = result.to_commit
+            tree = gitdiff.ls_tree(root, head) if head else {}
+            if action is ReviewAction.ALLOWED and not yes:
+                strong = sorted(
+                    {r for p in paths for r in _quarantined_row(conn, vault, p).rule_ids}
+                    & HIGH_CONFIDENCE_RULES
                 )
-        bound: dict[str, str] = {}
-        with conn.transaction():
-            for path in paths:
-                if action is ReviewAction.ALLOWED:
-                    bound[path] = _record_allow(conn, vault, path, tree)
-                else:
-                    bound[path] = _drop_allow(conn, vault, path)
-                if head:
-                    ing.redecide(path, head, result)
+                conn.commit()
+                if strong:
+                    raise ConfirmationRequired(
+                        f"{', '.join(paths) if len(paths) < 4 else f'{len(paths)} files'} hold "
+                        f"what looks like a real credential ({', '.join(strong)}): indexing makes "
+                        "it searchable and sends it to the embedding provider; confirm, or pass "
+                        "--yes",
+                        tuple(strong),
+                    )
+            bound: dict[str, str] = {}
+            with ing.writing():
+                for path in paths:
+                    if action is ReviewAction.ALLOWED:
+                        bound[path] = _record_allow(conn, vault, path, tree)
+                    else:
+                        bound[path] = _drop_allow(conn, vault, path)
+                    if head:
+                        ing.redecide(path, head, result)
         if embed:
             ing.drain_backlog(result)
         for path in paths:

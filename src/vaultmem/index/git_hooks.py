@@ -152,7 +152,16 @@ def hooks_dir(repo: Path) -> Path:
 def hooks_in_work_tree(repo: Path) -> bool:
     """True when core.hooksPath points inside the work tree (a folder teams usually commit)."""
     d, root = hooks_dir(repo).resolve(), repo.resolve()
+    if _is_bare(repo):
+        return False  # a bare repository (a shared vault's remote) has no work tree
     return (d == root or root in d.parents) and ".git" not in d.relative_to(root).parts
+
+
+def _is_bare(repo: Path) -> bool:
+    out = subprocess.run(
+        ["git", "rev-parse", "--is-bare-repository"], cwd=repo, capture_output=True, text=True
+    )
+    return out.returncode == 0 and out.stdout.strip() == "true"
 
 
 @dataclass(frozen=True)

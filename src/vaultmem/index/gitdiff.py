@@ -112,6 +112,11 @@ def repo_root(path: Path) -> Path:
     start = path if path.is_dir() else path.parent
     proc = _git(start, "rev-parse", "--show-toplevel", check=False)
     if proc.returncode != 0:
+        # A bare repository (a team's remote on a server) has no work tree, and needs none:
+        # every content is read from the commits (the source of a shared vault).
+        bare = _git(start, "rev-parse", "--is-bare-repository", check=False)
+        if bare.returncode == 0 and bare.stdout.strip() == b"true":
+            return git_dir(start)
         raise NotAGitRepo(
             f"{path} is not inside a git repository (with a working tree): "
             f"run `git init` in your vault, or pass the vault's path"
@@ -133,6 +138,24 @@ def head_commit(repo: Path) -> str | None:
     if proc.stderr.strip():
         raise GitError(f"cannot read HEAD in {repo}: {_first_line(proc.stderr)}")
     return None
+
+
+def tip_commit(repo: Path, ref: str | None) -> str | None:
+    """The commit `ref` names (None: HEAD), or None when it names none yet (an unborn branch,
+    a remote branch not fetched)."""
+    if ref is None:
+        return head_commit(repo)
+    _check_rev(ref)
+    proc = _git(repo, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", check=False)
+    if proc.returncode == 0:
+        return proc.stdout.decode("ascii").strip()
+    return None
+
+
+def commit_time(repo: Path, sha: str) -> int:
+    """The committer timestamp of `sha` (seconds since the epoch)."""
+    _check_rev(sha)
+    return int(_git(repo, "show", "-s", "--format=%ct", sha).stdout.strip() or 0)
 
 
 def commit_exists(repo: Path, sha: str) -> bool:

@@ -9,8 +9,12 @@ watermark only after all of them are committed. If the watermark is gone or no l
 (amend, reset, rebase, gc), the run reconciles by blob SHA against HEAD's tree instead; embeddings
 are cached by content hash, so neither path re-embeds unchanged text. Text becomes searchable
 (full-text) as soon as it is written; vectors are filled afterwards from a persistent backlog
-(chunks whose vector is missing or from another model). One writer per vault, enforced by a
-file lock; triggers that find it held leave a "pending" mark that the holder loops on.
+(chunks whose vector is missing or from another model), claimed batch by batch, so any number
+of workers on any machine (`index.worker`) can drain it too. One writer per vault: a file lock
+on this machine (triggers that find it held leave a "pending" mark that the holder loops on)
+and a lease in the database for every machine (`index.lease`), held while text is written and
+renewed by every write transaction. A shared vault's source follows a ref (a bare remote's
+branch, or a clone's remote-tracking branch) instead of HEAD, and its index only moves forward.
 
 One module on purpose (about 670 lines): the `Ingester`'s passes and the entry points that run
 them (`catch_up`, `rebuild`, `apply_changes_file`...) share one discipline, taking the lock,
@@ -38,9 +42,10 @@ from ..config import Settings
 from ..dburl import redact_url
 from ..embed import Embedder, generic, get_embedder
 from ..errors import BlobMissing, VaultmemError
-from ..store import db
+from ..store import claims, db
 from . import gitdiff, markdown
 from .decision import decide
+from .lease import VaultLease
 from .paths import display_path, storable
 from .statedir import ProgressFile, Writer, state_files, writer
 from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage_path
@@ -130,6 +135,16 @@ class Ingester:
         self.embedder = embedder or get_embedder(settings)
         self.progress = progress or (lambda phase, done, total: None)
         self.tracker: ProgressFile | None = None  # set by runs that report to `status`
+        self.lease = VaultLease(conn, vault, settings.writer_lease)
+        self.ref = settings.ref  # what the index follows: None, HEAD (a shared source: a ref)
+
+    def tip(self) -> str | None:
+        """The commit the index should reach: HEAD, or the ref a shared vault's source follows."""
+        return gitdiff.tip_commit(self.root, self.ref)
+
+    def writing(self) -> contextlib.AbstractContextManager[None]:
+        """One write transaction of this vault's index (the lease renewed first, when held)."""
+        return self.lease.writing()
 
     def apply_entry(
         self,
@@ -196,7 +211,7 @@ class Ingester:
             return
         tree = gitdiff.tree_entries(self.root, commit, paths)
         known = store.known_paths(self.conn, self.vault.id, only=paths)
-        with gitdiff.BlobReader(self.root) as reader, self.conn.transaction():
+        with gitdiff.BlobReader(self.root) as reader, self.writing():
             for path in paths:
                 if path not in tree:
                     store.delete_path(self.conn, self.vault.id, path)  # gone since
@@ -239,7 +254,7 @@ class Ingester:
         total = len(ops)
         with gitdiff.BlobReader(self.root) as reader:
             for start in range(0, total, BATCH_FILES):
-                with self.conn.transaction():
+                with self.writing():
                     for op, ch in ops[start : start + BATCH_FILES]:
                         if op == "delete":
                             # A name that is not text was never stored: nothing to delete.
@@ -281,7 +296,7 @@ class Ingester:
         items: list[tuple[str, str | None]] = [(p, None) for p in stale] + [(p, "x") for p in todo]
         with gitdiff.BlobReader(self.root) as reader:
             for start in range(0, total, BATCH_FILES):
-                with self.conn.transaction():
+                with self.writing():
                     for path, present in items[start : start + BATCH_FILES]:
                         if present is None:
                             store.delete_path(self.conn, vid, path)
@@ -303,13 +318,14 @@ class Ingester:
     ) -> bool:
         """Embed chunks lacking a vector from the current model. True when the backlog is empty.
 
-        Each batch is one model call and one transaction: a failure leaves nothing half-written,
-        and the rows stay in the backlog for the next run. Batches are sized to take about
+        Each batch is one claim (`store.claims`: rows no worker holds, newest first), one model
+        call and one transaction: a failure leaves nothing half-written, and the rows stay in
+        the backlog for the next run or any worker. Batches are sized to take about
         BATCH_SECONDS at the measured rate (never more than VAULTMEM_EMBEDDING_BATCH_SIZE), so a
-        new commit (`should_pause`) waits at most that long for its text pass. The most recently
-        written chunks go first. Progress (done, total, rate) is written for `vaultmem status`."""
+        new commit (`should_pause`) waits at most that long for its text pass. Progress (done,
+        total, rate) is written for `vaultmem status`."""
         vid, model = self.vault.id, self.embedder.model_id
-        with self.conn.transaction():
+        with self.writing():
             result.reused += store.fill_from_cache(self.conn, vid, model)
             store.set_model(self.conn, vid, model)
         total = store.backlog_size(self.conn, vid, model)
@@ -329,29 +345,24 @@ class Ingester:
         while True:
             if should_pause() or (limit is not None and done >= limit):
                 break
-            items = [
-                (c.content_hash, markdown.embedding_input(c.heading, c.content))
-                for c in store.backlog_batch(self.conn, vid, model, batch)
-            ]
-            self.conn.commit()
-            if not items:
-                break
-            t0 = time.monotonic()
-            vectors = self.embedder.embed_documents([t for _, t in items])
-            spent = time.monotonic() - t0
-            result.embed_seconds += spent
             with self.conn.transaction():
-                done += store.store_embeddings(
-                    self.conn, vid, model, [h for h, _ in items], vectors
+                step = embed_claimed(
+                    self.conn, self.embedder, batch, vault_ids=[vid], models=[model]
                 )
-            result.embedded += len(items)
-            if warm:
-                # The first call loads the model: its rate says nothing about the next ones.
-                now = len(items) / max(spent, 1e-6)
-                rate = now if rate is None else 0.7 * rate + 0.3 * now
-                batch = max(1, min(ceiling, int(rate * BATCH_SECONDS)))
-                result.embed_rate = rate
-            warm = True
+            if step.claimed == 0:
+                break  # nothing left, or all of it being embedded by workers right now
+            done += step.filled
+            result.embedded += step.embedded
+            result.reused += step.reused
+            result.embed_seconds += step.seconds
+            if step.embedded:
+                if warm:
+                    # The first call loads the model: its rate says nothing about the next ones.
+                    now = step.embedded / max(step.seconds, 1e-6)
+                    rate = now if rate is None else 0.7 * rate + 0.3 * now
+                    batch = max(1, min(ceiling, int(rate * BATCH_SECONDS)))
+                    result.embed_rate = rate
+                warm = True
             self.progress("embed", done, total)
             if tracker is not None:
                 tracker.update(done=done, total=total, rate=rate)
@@ -376,6 +387,59 @@ class Ingester:
 # --- entry points ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ClaimStep:
+    """What one claimed batch came to: chunks claimed, texts sent to the model, chunks filled
+    from the cache without a call (a twin embedded earlier), chunks given a vector, model time."""
+
+    claimed: int
+    embedded: int
+    reused: int
+    filled: int
+    seconds: float
+
+
+def embed_claimed(
+    conn: db.Conn,
+    embedder_for: Embedder | Callable[[str], Embedder],
+    limit: int,
+    *,
+    vault_ids: list[int] | None = None,
+    models: list[str] | None = None,
+) -> ClaimStep:
+    """Claim up to `limit` backlog chunks, embed the texts no one has embedded yet with each
+    vault's model (`embedder_for`: one embedder, or a function from a model id to one), and
+    give every claimed chunk its vector, in the caller's transaction. The claims are released
+    when it ends; if it rolls back (a model error, a kill), nothing was written and the
+    chunks are simply in the backlog again."""
+    claimed = claims.claim(conn, limit, models=models, vault_ids=vault_ids)
+    by_model: dict[str, dict[str, claims.Claimed]] = {}
+    for c in claimed:
+        by_model.setdefault(c.model_id, {}).setdefault(c.content_hash, c)
+    embedded = reused = filled = 0
+    seconds = 0.0
+    for model_id, texts in by_model.items():
+        mine = claims.lock_texts(conn, model_id, list(texts))
+        cached = claims.cached_vectors(conn, model_id, mine)
+        todo = [h for h in mine if h not in cached]
+        if todo:
+            embedder = embedder_for if not callable(embedder_for) else embedder_for(model_id)
+            if embedder.model_id != model_id:
+                raise VaultmemError(
+                    f"the embedder for {model_id} makes {embedder.model_id} vectors: refusing "
+                    "to mix them into the index"
+                )
+            inputs = [markdown.embedding_input(texts[h].heading, texts[h].content) for h in todo]
+            t0 = time.monotonic()
+            vectors = embedder.embed_documents(inputs)
+            seconds += time.monotonic() - t0
+            claims.store_vectors(conn, model_id, todo, vectors)
+            embedded += len(todo)
+        reused += len(cached)
+        filled += claims.fill_from_cache(conn, model_id, mine)
+    return ClaimStep(len(claimed), embedded, reused, filled, seconds)
+
+
 def open_index(
     settings: Settings, root: Path, *, start_db: bool | None = None
 ) -> tuple[db.Conn, db.Vault]:
@@ -387,11 +451,14 @@ def open_index(
         from ..store import server
 
         start_db = not server.stopped_on_purpose(settings.home)
-    conn = db.connect(settings, start=start_db)
+    conn = db.connect(settings, start=start_db, purpose="vaultmem-ingest")
     if db.schema_version(conn) != db.SCHEMA_VERSION:
         db.apply_schema(conn)
     conn.commit()
-    vault = db.register_vault(conn, root)
+    if settings.shared is not None:
+        vault = db.register_shared_vault(conn, settings.shared, root)
+    else:
+        vault = db.register_vault(conn, root, installation=settings.installation)
     return conn, vault
 
 
@@ -417,13 +484,20 @@ def _record(ing: Ingester, result: IngestResult, started: float) -> None:
 
 
 def index_pass(ing: Ingester, result: IngestResult) -> IngestResult:
-    """Bring text and metadata to HEAD (no embedding). Moves the watermark when done."""
-    head = gitdiff.head_commit(ing.root)
+    """Bring text and metadata to HEAD, or to the ref a shared vault's source follows (no
+    embedding). Moves the watermark when done."""
+    head = ing.tip()
     st = store.state(ing.conn, ing.vault.id)
     ing.conn.commit()
     result.from_commit, result.to_commit = st.watermark, head
     if head is None:
         result.mode = RunMode.CURRENT
+        return result
+    if ing.vault.shared and _behind_the_index(ing, st, head):
+        # Another source of this shared vault (a server, another clone) already indexed a later
+        # commit of the branch: a clone that has not fetched it must not move the index back.
+        result.mode = RunMode.CURRENT
+        result.to_commit = st.watermark
         return result
     if st.rebuild_target is not None:
         # An interrupted rebuild: finish it before anything else.
@@ -446,20 +520,34 @@ def index_pass(ing: Ingester, result: IngestResult) -> IngestResult:
         result.mode = RunMode.RECONCILE
         ing.reconcile(head, result)
     ing.retry_unreadable(head, result)
-    with ing.conn.transaction():
+    with ing.writing():
         store.set_watermark(ing.conn, ing.vault.id, head)
     return result
+
+
+def _behind_the_index(ing: Ingester, st: store.IndexState, tip: str) -> bool:
+    """True when indexing the tip would take the shared index back: it is at a descendant of
+    the tip, or at a commit this clone does not have (not fetched yet) while the tip is no newer
+    than when the index moved there. A history rewritten on the branch (the index's commit
+    gone for good) is followed once a newer commit arrives."""
+    watermark = st.watermark
+    if watermark is None or watermark == tip:
+        return False
+    if not gitdiff.commit_exists(ing.root, watermark):
+        moved = st.watermark_at.timestamp() if st.watermark_at is not None else 0.0
+        return gitdiff.commit_time(ing.root, tip) <= moved
+    return gitdiff.is_ancestor(ing.root, tip, watermark)
 
 
 def _rebuild_pass(ing: Ingester, result: IngestResult, head: str) -> IngestResult:
     result.mode = RunMode.REBUILD
     result.to_commit = head
-    with ing.conn.transaction():
+    with ing.writing():
         started = store.start_rebuild(ing.conn, ing.vault.id, head)
     done = store.paths_done_since(ing.conn, ing.vault.id, started)
     ing.conn.commit()
     ing.reconcile(head, result, force=True, done=done)
-    with ing.conn.transaction():
+    with ing.writing():
         store.set_watermark(ing.conn, ing.vault.id, head)
         store.finish_rebuild(ing.conn, ing.vault.id)
         # Vectors of text that is gone (deleted, edited or quarantined notes) are not kept.
@@ -548,18 +636,23 @@ def _run_passes(
             # chunks no longer match what the notes parse into, so re-derive them all. Chunks
             # that did not change keep their vectors through the embedding cache.
             rebuild = True
-        if rebuild:
-            w.take_pending()
-            head = gitdiff.head_commit(root)
-            if head is not None:
-                _merge(total, _rebuild_pass(ing, IngestResult(), head))
         while True:
-            while w.take_pending():
-                _merge(total, index_pass(ing, IngestResult()))
-            if not rechunked:  # every note is now chunked the current way
-                with conn.transaction():
-                    store.set_chunker(conn, vault.id, chunker)
-                rechunked = True
+            # The text passes, under the vault's lease in the database (embedding needs none).
+            with ing.lease.held_for():
+                with ing.writing():
+                    store.set_model(conn, vault.id, ing.embedder.model_id)  # what workers embed
+                if rebuild:
+                    rebuild = False
+                    w.take_pending()
+                    head = ing.tip()
+                    if head is not None:
+                        _merge(total, _rebuild_pass(ing, IngestResult(), head))
+                while w.take_pending():
+                    _merge(total, index_pass(ing, IngestResult()))
+                if not rechunked:  # every note is now chunked the current way
+                    with ing.writing():
+                        store.set_chunker(conn, vault.id, chunker)
+                    rechunked = True
             if not embed:
                 break
             if background:
@@ -672,9 +765,10 @@ def apply_changes_file(
         conn, vault = open_index(settings, root)
         ing = Ingester(settings, conn, vault, embedder=embedder)
         result = IngestResult(mode=RunMode.CHANGES_FILE)
-        head = gitdiff.head_commit(root) or ""
+        head = ing.tip() or ""
         try:
-            ing.apply_changes(changes, head, result)
+            with ing.lease.held_for():
+                ing.apply_changes(changes, head, result)
             if embed:
                 ing.drain_backlog(result)
         finally:

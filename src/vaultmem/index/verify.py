@@ -117,7 +117,7 @@ def verify(settings: Settings, root: Path, *, deep: bool = False) -> VerifyRepor
     try:
         rules = Rules.from_settings(settings)
         model_id = get_embedder(settings).model_id
-        head = gitdiff.head_commit(root)
+        head = gitdiff.tip_commit(root, settings.ref)  # a shared source follows its ref
         st = store.state(conn, vault.id)
         signature = chunker_signature(settings.max_chunk_chars)
         known = store.known_paths(conn, vault.id)
@@ -213,6 +213,7 @@ class VaultStatus:
     name: str
     root: str
     watermark: str | None
+    shared: bool
     model_id: str | None
     last_run: dict[str, Any] | None
     notes: int
@@ -250,16 +251,26 @@ def vault_status(conn: db.Conn, stats: dict[str, Any]) -> VaultStatus:
         warnings=store.note_warnings(conn, stats["id"]),
     )
     conn.commit()
+    user = vaults.load()
+    source = None
+    if out.shared:
+        source = next((v for v in user.vaults if v.shared == out.name and v.path), None)
+        out.registered = any(v.shared == out.name for v in user.vaults)
+        if source is None:
+            # Read from the server only: its source is on another machine, which checks HEAD.
+            out.skipped = len(out.skipped_files)
+            return out
+        root = source.path  # type: ignore[assignment]
     try:
         if not root.is_dir():
             raise VaultmemError(f"the vault folder {root} is gone")
-        head = gitdiff.head_commit(root)
+        head = gitdiff.tip_commit(root, source.ref if source is not None else None)
         out.head = head
         out.commits_behind = commits_behind(root, out.watermark, head)
         tree = gitdiff.ls_tree(root, head) if head else {}
-        settings = load_settings(root)
+        settings = load_settings(root, user=user)
         out.ignored_vault_env = list(settings.ignored_vault_env)
-        out.registered = vaults.load().by_path(root) is not None
+        out.registered = user.by_path(root) is not None
         out.skipped_files += unrecordable_skips(settings, root, tree)
         out.hook_log_last = _last_line(gitdiff.git_dir(root) / "vaultmem" / "ingest.log")
         out.embedding_progress = read_progress(root)

@@ -180,6 +180,10 @@ def retrieve(
         gate_level=gate_level,
     )
     kept = [v.hit for v in verdicts if v.kept]
+    if vault.shared:
+        # A shared vault is what its index holds, as committed on its branch: a reader has no
+        # clone of it (and its source's HEAD is not what it follows).
+        return Retrieval(tuple(kept), tuple(verdicts))
     # A reset or checkout that ran no hook: never hand out a note HEAD no longer holds.
     watermark = store.state(conn, vault.id).watermark
     conn.commit()

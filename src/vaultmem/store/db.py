@@ -42,16 +42,29 @@ def database_url(settings: Settings, *, start: bool = False) -> str:
     return url
 
 
-def connect(settings: Settings, *, start: bool = False, timeout: int = 5) -> Conn:
+def connect(
+    settings: Settings, *, start: bool = False, timeout: int = 5, purpose: str = "vaultmem"
+) -> Conn:
     """Open a connection with pgvector types registered. Does not change the schema. A stopped
     bundled server is started only if `start` (init, db start, writers: see the CLI)."""
     url = database_url(settings, start=start)
-    return connect_url(url, timeout=timeout)
+    return connect_url(url, timeout=timeout, purpose=purpose)
 
 
-def connect_url(url: str, *, timeout: int = 5) -> Conn:
+def connect_url(url: str, *, timeout: int = 5, purpose: str = "vaultmem") -> Conn:
+    """A connection that works through a pooler in transaction mode (PgBouncer, Supabase's,
+    Neon's): psycopg never prepares statements on the server (`prepare_threshold=None`: a
+    prepared statement lives on one server connection, which the pooler hands to another
+    client after each transaction), and nothing here sets session state. `purpose` is the
+    `application_name` the server and the pooler show (vaultmem-hook, vaultmem-worker...)."""
     try:
-        conn = psycopg.connect(url, connect_timeout=timeout, row_factory=dict_row)
+        conn = psycopg.connect(
+            url,
+            connect_timeout=timeout,
+            row_factory=dict_row,
+            prepare_threshold=None,
+            application_name=purpose,
+        )
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(
             f"cannot reach the database at {redact_url(url)}: check that it is running "
@@ -83,8 +96,56 @@ def schema_version(conn: Conn) -> int:
     return int(row["v"] or 0) if row else 0
 
 
+# The oldest pgvector vaultmem runs on: HNSW iterative scans (search/candidates.py) are 0.8's.
+MIN_PGVECTOR = (0, 8, 0)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def check_pgvector(conn: Conn) -> str:
+    """pgvector's version in this database, creating the extension if the role may. Raises
+    SchemaError with the next step when it is missing and cannot be created (a role that is not
+    a superuser on a managed server: its administrator creates it once) or too old."""
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    if row is None:
+        try:
+            with conn.transaction():
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.errors.InsufficientPrivilege:
+            who = conn.execute("SELECT current_user AS u, current_database() AS d").fetchone()
+            conn.rollback()
+            assert who is not None
+            raise SchemaError(
+                f"pgvector is not installed in database {who['d']} and role {who['u']} may not "
+                f"install it: ask an administrator to run `CREATE EXTENSION vector;` in "
+                f"{who['d']} once (managed servers: as the admin user), then run this again"
+            ) from None
+        except (psycopg.errors.UndefinedFile, psycopg.errors.FeatureNotSupported):
+            conn.rollback()
+            raise SchemaError(
+                "pgvector is not installed on this PostgreSQL server: use the bundled server, "
+                "the pgvector/pgvector Docker image, or a managed server that offers it"
+            ) from None
+        row = conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()
+    conn.commit()
+    version = str(row["extversion"]) if row else "0"
+    if _version_tuple(version) < MIN_PGVECTOR:
+        wanted = ".".join(map(str, MIN_PGVECTOR))
+        raise SchemaError(
+            f"pgvector {version} is too old: vaultmem needs {wanted} or newer; run "
+            "`ALTER EXTENSION vector UPDATE;` as the extension's owner (on a managed server, "
+            "upgrade the server's pgvector first)"
+        )
+    return version
+
+
 def apply_schema(conn: Conn) -> list[int]:
     """Bring the schema to SCHEMA_VERSION. Returns the versions applied (empty if current)."""
+    check_pgvector(conn)
     try:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
@@ -113,6 +174,11 @@ def apply_schema(conn: Conn) -> list[int]:
             "pgvector is not installed on this PostgreSQL server: use the bundled server, the "
             "pgvector/pgvector Docker image, or install pgvector"
         ) from exc
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise SchemaError(
+            f"this role may not upgrade vaultmem's schema ({str(exc).splitlines()[0]}): run "
+            "`vaultmem init` once as the role that owns vaultmem's tables"
+        ) from exc
     _register_vector(conn)
     return applied
 
@@ -134,56 +200,158 @@ def require_schema(conn: Conn) -> None:
 
 @dataclass(frozen=True)
 class Vault:
+    """A vault's row: its id, the path it was indexed from and its name. A *shared* vault is
+    found by name; its `root` is where its source was on the machine that registered it, which
+    a member that reads it does not have."""
+
     id: int
     root: Path
     name: str
+    shared: bool = False
 
 
-def register_vault(conn: Conn, root: Path) -> Vault:
+_VAULT_COLUMNS = "id, root, name, shared"
+
+
+def _vault(row: Any) -> Vault:
+    return Vault(id=row["id"], root=Path(row["root"]), name=row["name"], shared=row["shared"])
+
+
+def _installation(installation: str | None) -> str:
+    if installation is not None:
+        return installation
+    from ..vaults import installation_id
+
+    found = installation_id()
+    assert found is not None
+    return found
+
+
+def register_vault(conn: Conn, root: Path, *, installation: str | None = None) -> Vault:
+    """The row of the vault at `root` on this installation (`installation`: another one's id),
+    created if there is none. A row from before installations existed (installation NULL) with
+    this path is claimed instead, so an upgrade keeps its index."""
     root = root.resolve()
+    inst = _installation(installation)
     with conn.transaction():
-        row = conn.execute(
-            """
-            INSERT INTO vaults (root, name) VALUES (%s, %s)
-            ON CONFLICT (root) DO UPDATE SET root = EXCLUDED.root
-            RETURNING id, root, name
+        conn.execute(
+            f"""
+            UPDATE vaults SET installation = %(i)s
+             WHERE NOT shared AND installation IS NULL AND root = %(r)s
+               AND vaultmem_may_write(owner)
+               AND NOT EXISTS (SELECT 1 FROM vaults o
+                                WHERE NOT o.shared AND o.installation = %(i)s AND o.root = %(r)s)
+            RETURNING {_VAULT_COLUMNS}
             """,
-            (str(root), root.name),
+            {"i": inst, "r": str(root)},
+        )
+        row = conn.execute(
+            f"""
+            INSERT INTO vaults (root, name, installation) VALUES (%(r)s, %(n)s, %(i)s)
+            ON CONFLICT ((coalesce(installation, '00000000-0000-0000-0000-000000000000'::uuid)),
+                         root) WHERE NOT shared
+            DO UPDATE SET root = EXCLUDED.root
+            RETURNING {_VAULT_COLUMNS}
+            """,
+            {"r": str(root), "n": root.name, "i": inst},
         ).fetchone()
         assert row is not None
         conn.execute(
             "INSERT INTO index_state (vault_id) VALUES (%s) ON CONFLICT DO NOTHING", (row["id"],)
         )
-    return Vault(id=row["id"], root=Path(row["root"]), name=row["name"])
+    return _vault(row)
 
 
-def find_vault(conn: Conn, root: Path) -> Vault | None:
+def register_shared_vault(conn: Conn, name: str, root: Path) -> Vault:
+    """The shared vault `name`, indexed from the repository at `root` on this machine; created
+    (owned by this role) if there is none. Raises ConfigError when a vault of that name belongs
+    to another role."""
+    from ..errors import ConfigError
+
+    root = root.resolve()
+    try:
+        with conn.transaction():
+            row = conn.execute(
+                f"""
+                INSERT INTO vaults (root, name, shared) VALUES (%(r)s, %(n)s, true)
+                ON CONFLICT (name) WHERE shared DO UPDATE SET root = EXCLUDED.root
+                RETURNING {_VAULT_COLUMNS}
+                """,
+                {"r": str(root), "n": name},
+            ).fetchone()
+            assert row is not None
+            conn.execute(
+                "INSERT INTO index_state (vault_id) VALUES (%s) ON CONFLICT DO NOTHING",
+                (row["id"],),
+            )
+    except psycopg.errors.InsufficientPrivilege:
+        raise ConfigError(
+            f"a shared vault named {name!r} already exists and belongs to another role: choose "
+            "another name, or ask its owner to ingest it"
+        ) from None
+    return _vault(row)
+
+
+def find_vault(conn: Conn, root: Path, *, installation: str | None = None) -> Vault | None:
+    """The row of the vault at `root` on this installation (or an unclaimed one from before
+    installations), None when it was never indexed here."""
+    try:
+        resolved = root.resolve()
+    except OSError:
+        resolved = root
     row = conn.execute(
-        "SELECT id, root, name FROM vaults WHERE root = %s", (str(root.resolve()),)
+        f"SELECT {_VAULT_COLUMNS} FROM vaults WHERE NOT shared AND root = %s"
+        " AND (installation = %s OR installation IS NULL)"
+        " ORDER BY installation NULLS LAST LIMIT 1",
+        (str(resolved), _installation(installation)),
     ).fetchone()
     conn.commit()
-    return Vault(id=row["id"], root=Path(row["root"]), name=row["name"]) if row else None
+    return _vault(row) if row else None
 
 
-def delete_vault(conn: Conn, root: Path) -> None:
-    """Delete the vault at `root` and, by cascade, every row of its index."""
-    conn.execute("DELETE FROM vaults WHERE root = %s", (str(root.resolve()),))
+def find_shared_vault(conn: Conn, name: str) -> Vault | None:
+    """The shared vault `name`, if this role may read it (its own, or granted to it)."""
+    row = conn.execute(
+        f"SELECT {_VAULT_COLUMNS} FROM vaults WHERE shared AND name = %s", (name,)
+    ).fetchone()
+    conn.commit()
+    return _vault(row) if row else None
+
+
+def delete_vault(conn: Conn, root: Path, *, installation: str | None = None) -> None:
+    """Delete this installation's vault at `root` and, by cascade, every row of its index."""
+    conn.execute(
+        "DELETE FROM vaults WHERE NOT shared AND root = %s"
+        " AND (installation = %s OR installation IS NULL)",
+        (str(root.resolve()), _installation(installation)),
+    )
+
+
+def delete_shared_vault(conn: Conn, name: str) -> bool:
+    """Delete the shared vault `name` (its owner only) and every row of its index."""
+    return conn.execute("DELETE FROM vaults WHERE shared AND name = %s", (name,)).rowcount > 0
 
 
 def server_info(conn: Conn) -> dict[str, Any]:
+    """Versions, the role connected as, and whether this connection is encrypted (TLS)."""
     pg = conn.execute("SHOW server_version").fetchone()
     vec = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    role = conn.execute("SELECT current_user AS u").fetchone()
     conn.commit()
     return {
         "postgres_version": pg["server_version"] if pg else None,
         "pgvector_version": vec["extversion"] if vec else None,
+        "role": role["u"] if role else None,
+        "tls": bool(conn.pgconn.ssl_in_use),
     }
 
 
-def vault_stats(conn: Conn) -> list[dict[str, Any]]:
+def vault_stats(conn: Conn, *, installation: str | None = None) -> list[dict[str, Any]]:
+    """Counts per vault of this installation (and unclaimed rows from before installations),
+    and of every shared vault this role may read."""
     rows = conn.execute(
         """
-        SELECT v.id, v.name, v.root, s.watermark, s.model_id, s.last_run,
+        SELECT v.id, v.name, v.root, v.shared, s.watermark, s.model_id, s.last_run,
                (SELECT count(*) FROM memory_notes n WHERE n.vault_id = v.id) AS notes,
                (SELECT count(*) FROM memory_primary p WHERE p.vault_id = v.id) AS chunks,
                (SELECT count(*) FROM memory_primary p
@@ -192,8 +360,10 @@ def vault_stats(conn: Conn) -> list[dict[str, Any]]:
                (SELECT count(*) FROM memory_secure_audit a WHERE a.vault_id = v.id) AS quarantined,
                (SELECT count(*) FROM memory_skipped k WHERE k.vault_id = v.id) AS skipped
         FROM vaults v LEFT JOIN index_state s ON s.vault_id = v.id
+        WHERE v.shared OR v.installation IS NULL OR v.installation = %s
         ORDER BY v.id
-        """
+        """,
+        (_installation(installation),),
     ).fetchall()
     conn.commit()
     return [dict(r) for r in rows]
@@ -206,9 +376,9 @@ def hnsw_index_name(model_id: str) -> str:
 def ensure_vector_index(conn: Conn, model_id: str, dimension: int) -> None:
     """One HNSW cosine index per model, over rows of that model only (dimension fixed by a cast)."""
     name = hnsw_index_name(model_id)
-    literal = model_id.replace("'", "''")
+    if conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (name,)).fetchone() == {"e": True}:
+        return
+    # Through the schema's owner (SECURITY DEFINER): a member may be the first to use a model.
     conn.execute(
-        f"CREATE INDEX IF NOT EXISTS {name} ON memory_primary "
-        f"USING hnsw ((embedding::vector({int(dimension)})) vector_cosine_ops) "
-        f"WHERE model_id = '{literal}'"
+        "SELECT vaultmem_ensure_vector_index(%s, %s, %s)", (name, model_id, int(dimension))
     )

@@ -80,6 +80,14 @@ def m006_no_empty_lexemes(conn: psycopg.Connection[Any]) -> None:
         conn.execute("DELETE FROM memory_lexicon WHERE df <= 0")
 
 
+def m008_machines_and_roles(conn: psycopg.Connection[Any]) -> None:
+    """Many machines, many people (schema.sql's version-8 section, idempotent): a vault row
+    belongs to an installation and its path or is a named shared vault, `UNIQUE (root)` goes,
+    writer leases, embedding workers, roles and row-level security. Rows from before belong to
+    the role that runs the upgrade and to no installation yet: the first installation that opens
+    a path claims its row (`db.register_vault`)."""
+
+
 def rebuild_lexical_stats(conn: psycopg.Connection[Any]) -> None:
     """Recount memory_lexical_stats and memory_lexicon from memory_primary (all vaults)."""
     conn.execute("DELETE FROM memory_lexicon")
@@ -106,6 +114,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (4, m004_chunker_signature),
     (5, m005_skip_codes),
     (6, m006_no_empty_lexemes),
+    (8, m008_machines_and_roles),
 ]
 
 CURRENT_VERSION = MIGRATIONS[-1][0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from .db import Conn
@@ -16,16 +17,20 @@ from .tables import IndexedAs
 
 __all__ = [
     "Held",
+    "IndexedNote",
     "NoteCounts",
+    "RecentNote",
     "chunk_hashes",
     "chunk_texts",
     "held_kind",
     "held_version",
     "indexed_blobs",
+    "indexed_note",
     "note_counts",
     "note_paths_with_id",
     "note_titles",
     "note_warnings",
+    "recently_indexed",
 ]
 
 
@@ -137,3 +142,40 @@ def indexed_blobs(conn: Conn, vault_id: int, paths: Sequence[str]) -> dict[str, 
         (vault_id, list(paths)),
     ).fetchall()
     return {r["path"]: r["blob_sha"] for r in rows}
+
+
+class IndexedNote(NamedTuple):
+    """A note as the index holds it: the commit it was indexed at and its chunks' text."""
+
+    commit_sha: str
+    text: str
+
+
+def indexed_note(conn: Conn, vault_id: int, path: str) -> IndexedNote | None:
+    """The note at `path` as indexed (its chunks joined, in order), None when it is not a note
+    of the index. What MCP `get` serves for a shared vault, which its readers have no clone of."""
+    row = conn.execute(
+        "SELECT n.commit_sha, coalesce(string_agg(p.content, E'\\n\\n' ORDER BY p.chunk_index),"
+        " '') AS text FROM memory_notes n LEFT JOIN memory_primary p"
+        " ON p.vault_id = n.vault_id AND p.path = n.path"
+        " WHERE n.vault_id = %s AND n.path = %s GROUP BY n.commit_sha",
+        (vault_id, path),
+    ).fetchone()
+    return IndexedNote(row["commit_sha"], row["text"]) if row else None
+
+
+class RecentNote(NamedTuple):
+    path: str
+    title: str
+    commit_sha: str
+    indexed_at: datetime
+
+
+def recently_indexed(conn: Conn, vault_id: int, n: int) -> list[RecentNote]:
+    """The `n` notes the vault's index wrote last, newest first."""
+    rows = conn.execute(
+        "SELECT path, title, commit_sha, indexed_at FROM memory_notes WHERE vault_id = %s"
+        " ORDER BY indexed_at DESC, path LIMIT %s",
+        (vault_id, n),
+    ).fetchall()
+    return [RecentNote(r["path"], r["title"], r["commit_sha"], r["indexed_at"]) for r in rows]

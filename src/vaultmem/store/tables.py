@@ -68,14 +68,6 @@ class StoredNote(Protocol):
         ...
 
 
-class BacklogChunk(NamedTuple):
-    """A chunk text still lacking a vector, as stored (the embedder's input is built from it)."""
-
-    content_hash: str
-    heading: str
-    content: str
-
-
 class IndexedAs(StrEnum):
     """Which table holds a path: indexed as a note, quarantined, or skipped."""
 
@@ -100,6 +92,7 @@ class IndexState:
     rebuild_started_at: Any
     last_run: dict[str, Any] | None
     chunker: str | None = None
+    watermark_at: Any = None  # when the watermark was last moved (server time)
 
     def rechunk_due(self, signature: str) -> bool:
         """Indexed by another chunker (an upgrade, a new VAULTMEM_MAX_CHUNK_CHARS) than the one
@@ -109,8 +102,8 @@ class IndexState:
 
 def state(conn: Conn, vault_id: int) -> IndexState:
     row = conn.execute(
-        "SELECT watermark, model_id, rebuild_target, rebuild_started_at, last_run, chunker"
-        " FROM index_state WHERE vault_id = %s",
+        "SELECT watermark, model_id, rebuild_target, rebuild_started_at, last_run, chunker,"
+        " watermark_at FROM index_state WHERE vault_id = %s",
         (vault_id,),
     ).fetchone()
     if row is None:
@@ -122,6 +115,7 @@ def state(conn: Conn, vault_id: int) -> IndexState:
         row["rebuild_started_at"],
         row["last_run"],
         row["chunker"],
+        row["watermark_at"],
     )
 
 
@@ -253,19 +247,15 @@ def carry_rename(conn: Conn, vault_id: int, old: str, new: str) -> None:
 def prune_embedding_cache(conn: Conn, hashes: Sequence[str] | None = None) -> int:
     """Delete cached vectors that no chunk (of any vault) refers to; only among `hashes` when
     given. Returns the rows removed."""
-    params: dict[str, Any] = {}
-    where = ""
-    if hashes is not None:
-        if not hashes:
-            return 0
-        params["h"] = list(hashes)
-        where = " AND c.content_hash = ANY(%(h)s)"
-    cur = conn.execute(
-        "DELETE FROM embedding_cache c WHERE NOT EXISTS"
-        " (SELECT 1 FROM memory_primary p WHERE p.content_hash = c.content_hash)" + where,
-        params,
-    )
-    return cur.rowcount
+    if hashes is not None and not hashes:
+        return 0
+    # Through the schema's owner (SECURITY DEFINER): under row-level security a role sees only
+    # its own chunks and could not tell that no other vault holds a text.
+    row = conn.execute(
+        "SELECT vaultmem_prune_embedding_cache(%s) AS n",
+        (None if hashes is None else list(hashes),),
+    ).fetchone()
+    return int(row["n"]) if row else 0
 
 
 def collect_garbage(conn: Conn) -> dict[str, int]:
@@ -419,23 +409,6 @@ def fill_from_cache(
     return cur.rowcount
 
 
-def backlog_batch(conn: Conn, vault_id: int, model_id: str, limit: int) -> list[BacklogChunk]:
-    """Distinct chunk texts (by content hash) still lacking a vector from `model_id`."""
-    # Most recently written first: a note just committed gets its vectors before an old backlog.
-    rows = conn.execute(
-        """
-        SELECT content_hash, heading, content FROM (
-            SELECT DISTINCT ON (content_hash) content_hash, heading, content, updated_at
-              FROM memory_primary
-             WHERE vault_id = %s AND (embedding IS NULL OR model_id IS DISTINCT FROM %s)
-             ORDER BY content_hash, updated_at DESC
-        ) b ORDER BY updated_at DESC, content_hash LIMIT %s
-        """,
-        (vault_id, model_id, limit),
-    ).fetchall()
-    return [BacklogChunk(r["content_hash"], r["heading"], r["content"]) for r in rows]
-
-
 def backlog_size(conn: Conn, vault_id: int, model_id: str | None) -> int:
     row = conn.execute(
         "SELECT count(*) AS n FROM memory_primary WHERE vault_id = %s"
@@ -452,16 +425,10 @@ def store_embeddings(
     hashes: Sequence[str],
     vectors: np.ndarray,
 ) -> int:
-    """Cache vectors by content and hand them to every chunk with that content."""
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO embedding_cache (model_id, content_hash, embedding) VALUES (%s, %s, %s)"
-            " ON CONFLICT (model_id, content_hash) DO NOTHING",
-            [
-                (model_id, h, np.asarray(v, dtype=np.float32))
-                for h, v in zip(hashes, vectors, strict=True)
-            ],
-        )
+    """Cache vectors by content and hand them to every chunk of the vault with that content."""
+    from .claims import store_vectors
+
+    store_vectors(conn, model_id, hashes, vectors)
     cur2 = conn.execute(
         """
         UPDATE memory_primary p

@@ -1,0 +1,97 @@
+"""The database half of "one writer per vault": the lease an ingester holds while it writes.
+
+Two locks guard a vault's index, for two reasons. The file lock (`statedir.writer`) is local:
+it lets a git hook see, without starting Python, that an ingester on this machine is running
+and will pick up its commit (the pending mark). The lease (`store.leases`) is global: it is
+held in the database, so two machines that ingest one shared vault, or one vault's index
+written from two clones, serialize. It is held only while text is written (the passes that
+move the watermark); embedding is done without it, through claims any worker can make
+(`store.claims`). Every write transaction renews it first (`VaultLease.writing`), so a
+writer that stalled past the lease finds out before it writes, and a crashed one's lease
+expires after VAULTMEM_WRITER_LEASE seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from ..errors import VaultmemError
+from ..store import db, leases
+
+# How long a writer waits for another one's lease before it gives up (the other's passes are
+# text only, so they are short; a stuck writer's lease expires well before this).
+WAIT_SECONDS = 600.0
+
+
+class WriterBusy(VaultmemError):
+    """Another writer holds the vault's lease and did not release it in time."""
+
+
+class VaultLease:
+    """The lease on one vault's index for one writer run, over the writer's connection."""
+
+    def __init__(self, conn: db.Conn, vault: db.Vault, seconds: float) -> None:
+        self.conn = conn
+        self.vault = vault
+        self.seconds = max(1.0, seconds)
+        self.who = leases.holder()
+        self.held = False
+
+    def acquire(self, *, wait: float = WAIT_SECONDS) -> None:
+        """Take the lease, waiting (polling) while another writer holds it."""
+        deadline = time.monotonic() + wait
+        delay = 0.05
+        while True:
+            if leases.acquire(self.conn, self.vault.id, self.who, self.seconds) is not None:
+                self.held = True
+                return
+            other = leases.lease_of(self.conn, self.vault.id)
+            if time.monotonic() >= deadline:
+                since = ""
+                if other is not None:
+                    age = (datetime.now(UTC) - other.acquired_at).total_seconds()
+                    since = f" ({other.hostname}, pid {other.pid}, for {age:.0f} s)"
+                raise WriterBusy(
+                    f"another writer holds vault {self.vault.name}'s index{since}: this run "
+                    "gave up waiting; its commits are caught up by the next run"
+                )
+            # Jitter, so writers waiting on one lease do not poll in step.
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(1.0, delay * 2)
+
+    def release(self, *, failed: bool = False) -> None:
+        """Give the lease up, committing what the writer's connection has pending (a write
+        transaction that ran inside an implicit one is a savepoint of it), unless the writer
+        `failed`: then that is rolled back first."""
+        if self.held:
+            self.held = False
+            with contextlib.suppress(Exception):  # an expired lease needs no release
+                if failed:
+                    self.conn.rollback()
+                leases.release(self.conn, self.vault.id, self.who)
+
+    @contextlib.contextmanager
+    def held_for(self) -> Iterator[None]:
+        """Hold the lease for the block (taken unless held already)."""
+        if self.held:
+            yield
+            return
+        self.acquire()
+        try:
+            yield
+        except BaseException:
+            self.release(failed=True)
+            raise
+        self.release()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """One write transaction of the vault's index, the lease renewed (and checked) first."""
+        with self.conn.transaction():
+            if self.held:
+                leases.renew(self.conn, self.vault.id, self.who, self.seconds)
+            yield

@@ -1,0 +1,306 @@
+"""The embedding backlog as work anyone can take: claims, the shared cache, the workers' rows.
+
+Design decisions:
+- The backlog is derived from the truth, never queued apart from it: a chunk is in it while
+  its vector is missing or from another model than its vault's (`index_state.model_id`). So
+  nothing can fall out of it: a chunk written while a worker was embedding its twin is simply
+  found again, and filled from the cache without a model call.
+- A claim is a row lock (`FOR UPDATE SKIP LOCKED`) held by the claiming transaction while its
+  batch is embedded: two workers never take the same chunk, and a worker killed mid-batch
+  holds nothing once its connection is gone (its transaction rolls back, through a pooler
+  too). Chunks of the same text in other rows (another vault, the same paragraph twice) are
+  made one model call by a transaction-scoped advisory lock per (model, content hash), taken
+  before the cache is checked: a text is embedded once per model for the whole server.
+- Filling other rows with a vector skips rows another transaction holds (an ingester
+  rewriting that note): they stay in the backlog and the next claim fills them from the cache.
+  A claimer therefore never waits for anyone while it holds claims, so it cannot deadlock.
+
+Every function runs in the caller's transaction (the claim's), as `tables` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .db import Conn
+
+__all__ = [
+    "Claimed",
+    "WorkerRow",
+    "backlog_counts",
+    "cached_vectors",
+    "claim",
+    "fill_from_cache",
+    "lock_texts",
+    "register_worker",
+    "stop_worker",
+    "store_vectors",
+    "touch_worker",
+    "vault_ids_named",
+    "workers",
+]
+
+# The advisory-lock namespace of "embedding this text with this model" ("vmeb").
+_LOCK_NAMESPACE = 0x766D6562
+
+
+class Claimed(NamedTuple):
+    """A backlog chunk this transaction holds, and the model its vault wants."""
+
+    vault_id: int
+    path: str
+    chunk_index: int
+    content_hash: str
+    heading: str
+    content: str
+    model_id: str
+
+
+def claim(
+    conn: Conn,
+    limit: int,
+    *,
+    models: Sequence[str] | None = None,
+    vault_ids: Sequence[int] | None = None,
+) -> list[Claimed]:
+    """Lock up to `limit` backlog chunks no other transaction holds, most recently written
+    first, of vaults whose model is among `models` (None: any) and among `vault_ids` (None:
+    every vault this role may write). Held until the caller's transaction ends."""
+    params: dict[str, Any] = {"n": limit}
+    where = ""
+    if models is not None:
+        params["m"] = list(models)
+        where += " AND s.model_id = ANY(%(m)s)"
+    if vault_ids is not None:
+        params["v"] = list(vault_ids)
+        where += " AND p.vault_id = ANY(%(v)s)"
+    rows = conn.execute(
+        f"""
+        SELECT p.vault_id, p.path, p.chunk_index, p.content_hash, p.heading, p.content,
+               s.model_id
+          FROM memory_primary p JOIN index_state s ON s.vault_id = p.vault_id
+          JOIN vaults v ON v.id = p.vault_id AND vaultmem_may_write(v.owner)
+         WHERE s.model_id IS NOT NULL
+           AND (p.embedding IS NULL OR p.model_id IS DISTINCT FROM s.model_id){where}
+         ORDER BY p.updated_at DESC
+         LIMIT %(n)s
+           FOR UPDATE OF p SKIP LOCKED
+        """,
+        params,
+    ).fetchall()
+    return [
+        Claimed(
+            r["vault_id"],
+            r["path"],
+            r["chunk_index"],
+            r["content_hash"],
+            r["heading"],
+            r["content"],
+            r["model_id"],
+        )
+        for r in rows
+    ]
+
+
+def lock_texts(conn: Conn, model_id: str, hashes: Sequence[str]) -> list[str]:
+    """The `hashes` this transaction now alone may embed with `model_id` (advisory locks held
+    until it ends); the others are being embedded by another transaction right now."""
+    if not hashes:
+        return []
+    rows = conn.execute(
+        "SELECT h FROM unnest(%s::text[]) AS h"
+        " WHERE pg_try_advisory_xact_lock(%s, hashtext(%s || h))",
+        (list(dict.fromkeys(hashes)), _LOCK_NAMESPACE, model_id + ":"),
+    ).fetchall()
+    return [r["h"] for r in rows]
+
+
+def cached_vectors(conn: Conn, model_id: str, hashes: Sequence[str]) -> set[str]:
+    """Which of `hashes` the shared cache already holds a `model_id` vector of."""
+    if not hashes:
+        return set()
+    rows = conn.execute(
+        "SELECT content_hash FROM embedding_cache WHERE model_id = %s AND content_hash = ANY(%s)",
+        (model_id, list(hashes)),
+    ).fetchall()
+    return {r["content_hash"] for r in rows}
+
+
+def store_vectors(conn: Conn, model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> None:
+    """Add vectors to the shared cache (a text already there keeps its vector)."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO embedding_cache (model_id, content_hash, embedding) VALUES (%s, %s, %s)"
+            " ON CONFLICT (model_id, content_hash) DO NOTHING",
+            [
+                (model_id, h, np.asarray(v, dtype=np.float32))
+                for h, v in zip(hashes, vectors, strict=True)
+            ],
+        )
+
+
+def fill_from_cache(
+    conn: Conn, model_id: str, hashes: Sequence[str], vault_ids: Sequence[int] | None = None
+) -> int:
+    """Give every backlog chunk with one of `hashes` (of a vault whose model is `model_id`, and
+    among `vault_ids` when given) its cached vector; rows another transaction holds are left
+    for later. Returns the chunks filled."""
+    if not hashes:
+        return 0
+    params: dict[str, Any] = {"m": model_id, "h": list(hashes)}
+    where = ""
+    if vault_ids is not None:
+        params["v"] = list(vault_ids)
+        where = " AND q.vault_id = ANY(%(v)s)"
+    cur = conn.execute(
+        f"""
+        UPDATE memory_primary p
+           SET embedding = c.embedding, model_id = c.model_id, updated_at = now()
+          FROM embedding_cache c,
+               (SELECT q.vault_id, q.path, q.chunk_index
+                  FROM memory_primary q JOIN index_state s ON s.vault_id = q.vault_id
+                 WHERE q.content_hash = ANY(%(h)s) AND s.model_id = %(m)s
+                   AND (q.embedding IS NULL OR q.model_id IS DISTINCT FROM %(m)s){where}
+                   FOR UPDATE OF q SKIP LOCKED) t
+         WHERE p.vault_id = t.vault_id AND p.path = t.path AND p.chunk_index = t.chunk_index
+           AND c.model_id = %(m)s AND c.content_hash = p.content_hash
+        """,
+        params,
+    )
+    return cur.rowcount
+
+
+def backlog_counts(conn: Conn, vault_ids: Sequence[int] | None = None) -> dict[str, int]:
+    """Chunks waiting for a vector, by the model their vault wants, in the vaults this role
+    may write (among `vault_ids` when given): the work a worker of this role can take."""
+    params: dict[str, Any] = {}
+    where = ""
+    if vault_ids is not None:
+        params["v"] = list(vault_ids)
+        where = " AND p.vault_id = ANY(%(v)s)"
+    rows = conn.execute(
+        f"""
+        SELECT s.model_id, count(*) AS n
+          FROM memory_primary p JOIN index_state s ON s.vault_id = p.vault_id
+          JOIN vaults v ON v.id = p.vault_id AND vaultmem_may_write(v.owner)
+         WHERE s.model_id IS NOT NULL
+           AND (p.embedding IS NULL OR p.model_id IS DISTINCT FROM s.model_id){where}
+         GROUP BY 1 ORDER BY 1
+        """,
+        params,
+    ).fetchall()
+    return {r["model_id"]: int(r["n"]) for r in rows}
+
+
+def vault_ids_named(conn: Conn, name: str) -> list[int]:
+    """Ids of the vaults this role sees by that name (a shared vault's, or a local one's)."""
+    rows = conn.execute("SELECT id FROM vaults WHERE name = %s ORDER BY id", (name,)).fetchall()
+    return [int(r["id"]) for r in rows]
+
+
+# --- the workers' own rows ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """One worker as `vaultmem status` shows it."""
+
+    id: str
+    hostname: str
+    pid: int | None
+    role: str
+    models: list[str]
+    started_at: datetime
+    seen_at: datetime
+    stopped_at: datetime | None
+    embedded: int
+    reused: int
+    batches: int
+    seconds: float
+    seen_seconds_ago: float
+
+    @property
+    def rate(self) -> float | None:
+        """Chunk texts embedded per second of model time."""
+        return self.embedded / self.seconds if self.seconds > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {**asdict(self), "rate": self.rate}
+
+
+def register_worker(conn: Conn, worker_id: str, hostname: str, pid: int, models: list[str]) -> None:
+    """Add this worker's row (and remove this role's rows of workers gone for a week)."""
+    conn.execute(
+        "DELETE FROM embedding_workers WHERE seen_at < now() - interval '7 days'"
+        " AND vaultmem_may_write(role)"
+    )
+    conn.execute(
+        "INSERT INTO embedding_workers (id, hostname, pid, models) VALUES (%s, %s, %s, %s)"
+        " ON CONFLICT (id) DO UPDATE SET seen_at = now(), stopped_at = NULL",
+        (worker_id, hostname, pid, models),
+    )
+
+
+def touch_worker(
+    conn: Conn,
+    worker_id: str,
+    *,
+    embedded: int,
+    reused: int,
+    batches: int,
+    seconds: float,
+    models: list[str],
+) -> None:
+    """Record the worker's totals so far (and that it is alive)."""
+    conn.execute(
+        "UPDATE embedding_workers SET seen_at = now(), embedded = %s, reused = %s, batches = %s,"
+        " seconds = %s, models = %s WHERE id = %s",
+        (embedded, reused, batches, seconds, models, worker_id),
+    )
+
+
+def stop_worker(conn: Conn, worker_id: str) -> None:
+    conn.execute(
+        "UPDATE embedding_workers SET stopped_at = now(), seen_at = now() WHERE id = %s",
+        (worker_id,),
+    )
+
+
+def workers(conn: Conn, *, within_seconds: float = 3600) -> list[WorkerRow]:
+    """Workers seen in the last `within_seconds`, most recently seen first."""
+    rows = conn.execute(
+        """
+        SELECT id, hostname, pid, role::regrole::text AS role, models, started_at, seen_at,
+               stopped_at, embedded, reused, batches, seconds,
+               extract(epoch FROM now() - seen_at)::float8 AS ago
+          FROM embedding_workers
+         WHERE seen_at > now() - make_interval(secs => %s)
+         ORDER BY seen_at DESC
+        """,
+        (within_seconds,),
+    ).fetchall()
+    return [
+        WorkerRow(
+            r["id"],
+            r["hostname"],
+            r["pid"],
+            r["role"],
+            list(r["models"]),
+            r["started_at"],
+            r["seen_at"],
+            r["stopped_at"],
+            int(r["embedded"]),
+            int(r["reused"]),
+            int(r["batches"]),
+            float(r["seconds"]),
+            float(r["ago"]),
+        )
+        for r in rows
+    ]

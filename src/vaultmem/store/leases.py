@@ -1,0 +1,125 @@
+"""One writer per vault, held by the database: a lease row with an expiry.
+
+Design decision: a pooler in transaction mode (PgBouncer, Supabase's, Neon's) hands a server
+connection to another client after every transaction, so a session-level advisory lock would be
+held by whichever client used that connection last, and released by nobody. A lease row works
+through any pooler: `acquire` takes it when it is free or expired (the server's clock decides,
+never a client's), and `renew` runs first in every write transaction, extending the expiry and
+checking that this holder still has it: the row lock it takes keeps a competitor from taking
+the lease until that transaction commits, so two writers' transactions never interleave, and a
+writer whose lease ran out (it stalled longer than the lease) finds out before it writes
+anything. A crashed holder's lease simply expires. Every function leaves transaction control to
+the caller, as `tables` does, except `acquire` and `release`, which commit.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..errors import VaultmemError
+from .db import Conn
+
+__all__ = ["Holder", "LeaseLost", "LeaseState", "acquire", "holder", "lease_of", "release", "renew"]
+
+
+class LeaseLost(VaultmemError):
+    """Another writer took this vault's lease (this one stalled past its expiry)."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds (or asks for) a lease: a unique token, and for people its machine and pid."""
+
+    token: str
+    hostname: str
+    pid: int
+
+
+def holder() -> Holder:
+    """A new holder for this process (one per writer run)."""
+    return Holder(
+        f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}",
+        socket.gethostname(),
+        os.getpid(),
+    )
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """The lease of a vault as it stands: who holds it, until when (server time)."""
+
+    holder: str
+    hostname: str
+    pid: int | None
+    acquired_at: datetime
+    expires_at: datetime
+    expired: bool
+
+
+def acquire(conn: Conn, vault_id: int, who: Holder, seconds: float) -> LeaseState | None:
+    """Take the vault's lease for `seconds` if it is free, expired or already ours. Returns
+    None when it is taken; the current holder is then `lease_of(conn, vault_id)`. Commits."""
+    row = conn.execute(
+        """
+        INSERT INTO writer_leases AS l (vault_id, holder, hostname, pid, expires_at)
+        VALUES (%(v)s, %(h)s, %(host)s, %(pid)s, now() + make_interval(secs => %(s)s))
+        ON CONFLICT (vault_id) DO UPDATE SET
+            holder = EXCLUDED.holder, hostname = EXCLUDED.hostname, pid = EXCLUDED.pid,
+            acquired_at = CASE WHEN l.holder = EXCLUDED.holder THEN l.acquired_at ELSE now() END,
+            expires_at = EXCLUDED.expires_at
+        WHERE l.expires_at < now() OR l.holder = EXCLUDED.holder
+        RETURNING holder, hostname, pid, acquired_at, expires_at, false AS expired
+        """,
+        {"v": vault_id, "h": who.token, "host": who.hostname, "pid": who.pid, "s": seconds},
+    ).fetchone()
+    conn.commit()
+    return _state(row) if row else None
+
+
+def renew(conn: Conn, vault_id: int, who: Holder, seconds: float) -> None:
+    """Extend the lease, in the caller's write transaction (its first statement). Raises
+    LeaseLost when this holder no longer has it: the caller's transaction must then roll back."""
+    row = conn.execute(
+        "UPDATE writer_leases SET expires_at = now() + make_interval(secs => %s)"
+        " WHERE vault_id = %s AND holder = %s RETURNING 1 AS ok",
+        (seconds, vault_id, who.token),
+    ).fetchone()
+    if row is None:
+        raise LeaseLost(
+            "another writer took over this vault's index while this one was stalled; nothing "
+            "of this transaction was written, and the other writer brings the index to its tip"
+        )
+
+
+def release(conn: Conn, vault_id: int, who: Holder) -> None:
+    """Give the lease up (if still ours). Commits."""
+    conn.execute(
+        "DELETE FROM writer_leases WHERE vault_id = %s AND holder = %s", (vault_id, who.token)
+    )
+    conn.commit()
+
+
+def lease_of(conn: Conn, vault_id: int) -> LeaseState | None:
+    row = conn.execute(
+        "SELECT holder, hostname, pid, acquired_at, expires_at, expires_at < now() AS expired"
+        " FROM writer_leases WHERE vault_id = %s",
+        (vault_id,),
+    ).fetchone()
+    conn.commit()
+    return _state(row) if row else None
+
+
+def _state(row: Any) -> LeaseState:
+    return LeaseState(
+        row["holder"],
+        row["hostname"],
+        row["pid"],
+        row["acquired_at"],
+        row["expires_at"],
+        bool(row["expired"]),
+    )

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 3.0
 # The share of the timeout the warm service gets before the cold path takes over.
 WARM_SHARE = 0.5
+# A hook payload larger than this gets nothing (the warm service takes no larger message,
+# warm_client.MAX_MESSAGE_BYTES): a multi-megabyte prompt is a paste, not a question, and
+# parsing it would spend the prompt's time. Smaller ones are searched on a bounded prefix
+# (search.prompt.MAX_PROMPT_CHARS), so no prompt's size shows in the hook's time.
+MAX_PAYLOAD_BYTES = 1 << 20
 
 
 def default_timeout() -> float:
@@ -66,7 +71,7 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
     quiet_openmp()
     started = time.monotonic()
     out: str | None = None
-    payload = read_stdin(timeout)
+    payload = read_stdin(timeout, MAX_PAYLOAD_BYTES)
     if payload is not None:
         try:
             from .warm_client import ask
@@ -91,13 +96,16 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
     os._exit(0)  # a timed-out worker may still hold a socket or an import: do not wait for it
 
 
-def read_stdin(timeout: float) -> bytes | None:
-    """All of stdin, or None when it does not reach its end within `timeout` seconds."""
+def read_stdin(timeout: float, limit: int = MAX_PAYLOAD_BYTES) -> bytes | None:
+    """All of stdin, or None when it does not reach its end within `timeout` seconds or holds
+    more than `limit` bytes (read to its end all the same, so the writer never sees a broken
+    pipe, but not kept)."""
     import select
 
     fd = sys.stdin.fileno()
     deadline = time.monotonic() + timeout
     chunks: list[bytes] = []
+    size = 0
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -105,13 +113,19 @@ def read_stdin(timeout: float) -> bytes | None:
         try:
             ready, _, _ = select.select([fd], [], [], left)
         except (OSError, ValueError):
-            return sys.stdin.buffer.read()  # not selectable (a regular file): it cannot block
+            # Not selectable (a regular file): it cannot block.
+            data = sys.stdin.buffer.read(limit + 1)
+            return data if len(data) <= limit else None
         if not ready:
             return None
         chunk = os.read(fd, 65536)
         if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
+            return b"".join(chunks) if size <= limit else None
+        size += len(chunk)
+        if size <= limit:
+            chunks.append(chunk)
+        else:
+            chunks.clear()
 
 
 def full_environment() -> None:

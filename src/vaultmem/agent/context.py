@@ -187,11 +187,12 @@ def build_context(
     hits: list = []
     embedder: Embedder | None = None
     with ExitStack() as stack:
-        if wants_notes and res.prefetch:
+        if wants_notes and res.prefetch and asked is not None:
             from ..embed import prefetching
 
-            # A loaded embedder starts on the prompt now, beside the database work below.
-            embedder = stack.enter_context(prefetching(res.embedder(settings), prompt))
+            # A loaded embedder starts on the prompt now, beside the database work below (on
+            # the part that is searched: a huge paste is embedded no further than that).
+            embedder = stack.enter_context(prefetching(res.embedder(settings), asked.text))
         if needs_db:
             assert vault_root is not None
             try:
@@ -267,9 +268,10 @@ def _claim(directory: Path, key: str) -> bool:
             _prune(directory, time.time())
             return True
         except FileExistsError:
-            if time.time() - marker.stat().st_mtime < DUPLICATE_WINDOW_SECONDS:
+            # lstat / utime of the name itself: a link planted here is never followed.
+            if time.time() - marker.lstat().st_mtime < DUPLICATE_WINDOW_SECONDS:
                 return False
-            marker.touch()
+            os.utime(marker, follow_symlinks=False)
             return True
     except OSError:
         return True  # no place to record the claim: better twice than never

@@ -31,7 +31,8 @@ def error(message: str) -> None:
 
 
 def display_path(path: str) -> str:
-    """A path for a human-readable line: one line whatever the name holds."""
+    """A path (or any field of a one-record-per-line listing) for a human-readable line: one
+    line whatever it holds, every control character shown escaped."""
     return clean(path, newlines=False)
 
 

@@ -498,7 +498,7 @@ def catch_up(
     `background` (git hooks, the drainer) the process lowers its priority once the text is in,
     before it embeds."""
     files = state_files(root)
-    files.pending.touch()
+    files.mark_pending()
     last: IngestResult | None = None
     while True:
         with writer(files, wait=wait) as w:

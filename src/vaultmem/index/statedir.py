@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ import portalocker
 
 from ..dburl import redact_url
 from ..errors import VaultmemError
-from ..files import atomic_write
+from ..files import atomic_write, open_regular, read_regular, refusal, touch
 from ..terminal import clean
 from . import gitdiff
 
@@ -54,14 +55,23 @@ class StateFiles:
         """Set by a git hook that started an ingester, until that ingester holds the lock."""
         return self.dir / "starting"
 
+    def mark_pending(self) -> None:
+        """Ask the writer for another pass (never through a symbolic link)."""
+        touch(self.pending)
+
 
 def state_files(root: Path) -> StateFiles:
     """The vault's state folder under .git, private to its owner (0700): the log names notes
-    and errors, and nobody else on the machine has any business reading it."""
+    and errors, and nobody else on the machine has any business reading it. Its files are
+    never read or written through a symbolic link (files.py); a linked folder is refused."""
     d = gitdiff.git_dir(root) / "vaultmem"
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        d.mkdir(mode=0o700, parents=True)
+    st = d.lstat()
+    if stat.S_ISLNK(st.st_mode):
+        raise refusal(d, "remove the link; vaultmem recreates the folder")
     with contextlib.suppress(OSError):  # a folder we do not own is left as it is
-        if d.stat().st_mode & 0o077:
+        if st.st_mode & 0o077:
             d.chmod(0o700)
     return StateFiles(d)
 
@@ -74,7 +84,8 @@ def hold_lock(path: Path, *, wait: bool) -> Iterator[bool]:
     """Hold the exclusive lock on `path` for the block: yields True once it is held (waiting
     for it if `wait`), False at once, holding nothing, when another process has it and `wait`
     is False."""
-    fh = open(path, "a")  # noqa: SIM115 - closed below, after unlocking
+    fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fh = open(fd, "a")  # noqa: SIM115 - closed below, after unlocking
     flags = portalocker.LockFlags.EXCLUSIVE
     if not wait:
         flags |= portalocker.LockFlags.NON_BLOCKING
@@ -111,7 +122,7 @@ class Writer:
     def take_pending(self) -> bool:
         """True if a pass was requested since the last take; clears the request."""
         try:
-            self.files.pending.unlink()
+            self.files.pending.unlink()  # removes a link itself, never what it points to
         except FileNotFoundError:
             return False
         return True
@@ -160,7 +171,7 @@ class ProgressFile:
             "rate": rate,
             "finished": final,
         }
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, VaultmemError):  # a linked file: not written
             atomic_write(self.path, json.dumps(data))
 
     def finish(self) -> None:
@@ -172,7 +183,10 @@ def read_progress(root: Path) -> dict[str, Any] | None:
     """The running drainer's progress (see ProgressFile), or None if no drainer is alive."""
     try:
         path = gitdiff.git_dir(root) / "vaultmem" / "progress.json"
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_regular(path, below=path.parent.parent)
+        if raw is None:
+            return None
+        data = json.loads(raw.decode("utf-8"))
         os.kill(int(data["pid"]), 0)  # alive?
     except (OSError, ValueError, KeyError, TypeError, VaultmemError):
         return None
@@ -181,11 +195,11 @@ def read_progress(root: Path) -> dict[str, Any] | None:
     return data
 
 
-def log_line(files: StateFiles, message: str) -> None:
+def log_line(state: StateFiles, message: str) -> None:
     """Append one line to the hook log (0600): passwords hidden, control characters escaped."""
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     line = clean(redact_url(message), newlines=False)
-    fd = os.open(files.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = open_regular(state.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     with contextlib.suppress(OSError):
         os.fchmod(fd, 0o600)  # the hook's shell may have created it with the umask's mode
     with os.fdopen(fd, "a", encoding="utf-8") as f:

@@ -316,7 +316,7 @@ def hook_context(
 ) -> str:
     """The context for one Claude Code UserPromptSubmit payload (JSON with `prompt`, `cwd`...).
 
-    The vault is the registered vault holding the payload's `cwd`, else VAULTMEM_VAULT, else
+    The vault is VAULTMEM_VAULT, else the registered vault holding the payload's `cwd`, else
     the default vault (`vaults.resolve`): a repository Claude Code was opened in is never read
     unless the user registered it. Raises on bad input or an unreachable database;
     `claude-hook` turns every failure into no output. What is injected is recorded in the

@@ -104,8 +104,8 @@ def _inert(tool: Callable[P, str]) -> Callable[P, str]:
 
 
 class VaultTools:
-    """The tools' behaviour over the registered vault `vault` (None: the vault holding `cwd`,
-    else VAULTMEM_VAULT, else the default one)."""
+    """The tools' behaviour over the registered vault `vault` (None: VAULTMEM_VAULT, else the
+    vault holding `cwd`, else the default one: `vaults.resolve`)."""
 
     def __init__(self, vault: str | None, cwd: Path, resources: WarmResources) -> None:
         self.vault = vault

@@ -121,7 +121,7 @@ def gc(as_json: bool) -> None:
     settings = settings_for()
     with db.connect(settings, start=writer_start(settings)) as conn:
         db.require_schema(conn)
-        with conn.transaction():
+        with store.write_transaction(conn):
             removed = store.collect_garbage(conn)
     if as_json:
         print_json(removed)

@@ -242,9 +242,10 @@ def context_cmd(
     """Print the context block for TEXT: preferences, then relevant notes, fenced as data.
 
     This is exactly what the agent receives. Prints nothing when there is nothing relevant.
-    Reads the registered vault holding the current directory, else the default vault
-    (`vaultmem vaults list`); with no vault registered, only your own preferences file. Why
-    something was not loaded (a quarantined MEMORY.md, no vault) goes to stderr.
+    Reads VAULTMEM_VAULT, else the registered vault holding the current directory, else the
+    default vault (`vaultmem vaults list`); with no vault registered, only your own
+    preferences file. Why something was not loaded (a quarantined MEMORY.md, no vault) goes
+    to stderr.
     """
     from ..agent import context
     from ..agent.claude_hook import quiet_openmp

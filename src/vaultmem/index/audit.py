@@ -251,7 +251,7 @@ def _decide_many(
                     tuple(strong),
                 )
         bound: dict[str, str] = {}
-        with conn.transaction():
+        with store.write_transaction(conn):
             for path in paths:
                 if action is ReviewAction.ALLOWED:
                     bound[path] = _record_allow(conn, vault, path, tree)

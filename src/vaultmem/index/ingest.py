@@ -196,7 +196,7 @@ class Ingester:
             return
         tree = gitdiff.tree_entries(self.root, commit, paths)
         known = store.known_paths(self.conn, self.vault.id, only=paths)
-        with gitdiff.BlobReader(self.root) as reader, self.conn.transaction():
+        with gitdiff.BlobReader(self.root) as reader, store.write_transaction(self.conn):
             for path in paths:
                 if path not in tree:
                     store.delete_path(self.conn, self.vault.id, path)  # gone since
@@ -239,7 +239,7 @@ class Ingester:
         total = len(ops)
         with gitdiff.BlobReader(self.root) as reader:
             for start in range(0, total, BATCH_FILES):
-                with self.conn.transaction():
+                with store.write_transaction(self.conn):
                     for op, ch in ops[start : start + BATCH_FILES]:
                         if op == "delete":
                             # A name that is not text was never stored: nothing to delete.
@@ -281,7 +281,7 @@ class Ingester:
         items: list[tuple[str, str | None]] = [(p, None) for p in stale] + [(p, "x") for p in todo]
         with gitdiff.BlobReader(self.root) as reader:
             for start in range(0, total, BATCH_FILES):
-                with self.conn.transaction():
+                with store.write_transaction(self.conn):
                     for path, present in items[start : start + BATCH_FILES]:
                         if present is None:
                             store.delete_path(self.conn, vid, path)
@@ -309,7 +309,7 @@ class Ingester:
         new commit (`should_pause`) waits at most that long for its text pass. The most recently
         written chunks go first. Progress (done, total, rate) is written for `vaultmem status`."""
         vid, model = self.vault.id, self.embedder.model_id
-        with self.conn.transaction():
+        with store.write_transaction(self.conn):
             result.reused += store.fill_from_cache(self.conn, vid, model)
             store.set_model(self.conn, vid, model)
         total = store.backlog_size(self.conn, vid, model)
@@ -340,7 +340,7 @@ class Ingester:
             vectors = self.embedder.embed_documents([t for _, t in items])
             spent = time.monotonic() - t0
             result.embed_seconds += spent
-            with self.conn.transaction():
+            with store.write_transaction(self.conn):
                 done += store.store_embeddings(
                     self.conn, vid, model, [h for h, _ in items], vectors
                 )
@@ -388,8 +388,7 @@ def open_index(
 
         start_db = not server.stopped_on_purpose(settings.home)
     conn = db.connect(settings, start=start_db)
-    if db.schema_version(conn) != db.SCHEMA_VERSION:
-        db.apply_schema(conn)
+    db.apply_schema(conn)  # two catalog reads when current: no lock another vault waits for
     conn.commit()
     vault = db.register_vault(conn, root)
     return conn, vault
@@ -412,7 +411,7 @@ def _record(ing: Ingester, result: IngestResult, started: float) -> None:
     }
     with contextlib.suppress(psycopg.Error):
         ing.conn.rollback()
-        with ing.conn.transaction():
+        with store.write_transaction(ing.conn):
             store.set_last_run(ing.conn, ing.vault.id, outcome)
 
 
@@ -446,7 +445,7 @@ def index_pass(ing: Ingester, result: IngestResult) -> IngestResult:
         result.mode = RunMode.RECONCILE
         ing.reconcile(head, result)
     ing.retry_unreadable(head, result)
-    with ing.conn.transaction():
+    with store.write_transaction(ing.conn):
         store.set_watermark(ing.conn, ing.vault.id, head)
     return result
 
@@ -454,12 +453,12 @@ def index_pass(ing: Ingester, result: IngestResult) -> IngestResult:
 def _rebuild_pass(ing: Ingester, result: IngestResult, head: str) -> IngestResult:
     result.mode = RunMode.REBUILD
     result.to_commit = head
-    with ing.conn.transaction():
+    with store.write_transaction(ing.conn):
         started = store.start_rebuild(ing.conn, ing.vault.id, head)
     done = store.paths_done_since(ing.conn, ing.vault.id, started)
     ing.conn.commit()
     ing.reconcile(head, result, force=True, done=done)
-    with ing.conn.transaction():
+    with store.write_transaction(ing.conn):
         store.set_watermark(ing.conn, ing.vault.id, head)
         store.finish_rebuild(ing.conn, ing.vault.id)
         # Vectors of text that is gone (deleted, edited or quarantined notes) are not kept.
@@ -557,7 +556,7 @@ def _run_passes(
             while w.take_pending():
                 _merge(total, index_pass(ing, IngestResult()))
             if not rechunked:  # every note is now chunked the current way
-                with conn.transaction():
+                with store.write_transaction(conn):
                     store.set_chunker(conn, vault.id, chunker)
                 rechunked = True
             if not embed:

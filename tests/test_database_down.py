@@ -37,16 +37,14 @@ def private_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def _commit(vault, message: str) -> float:
-    """A real `git commit` (hooks run); returns how long it took."""
+def _commit(vault, message: str) -> None:
+    """A real `git commit` (hooks run). How long commits take is bench/hook_latency.py's
+    business: a test asserts no wall-clock limit."""
     vault.git("add", "-A")
-    started = time.monotonic()
     out = subprocess.run(
         ["git", "commit", "-q", "-m", message], cwd=vault.root, capture_output=True
     )
-    took = time.monotonic() - started
     assert out.returncode == 0, out.stderr
-    return took
 
 
 def _connect():
@@ -72,7 +70,7 @@ def test_commits_while_the_database_is_down_are_caught_up(private_home, vault, t
     ]
     for i, change in enumerate(changes, 1):
         change()
-        assert _commit(vault, f"while down {i}") < 5
+        _commit(vault, f"while down {i}")
         assert wait_for(lambda i=i: len(hook_log(vault.root)) >= i, 30), hook_log(vault.root)
     time.sleep(1)  # a late second line per commit would show up here
     lines = hook_log(vault.root)

@@ -17,7 +17,7 @@ import time
 # Not `typing.TYPE_CHECKING`: on the warm path every import counts (see warm_client.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import NoReturn
 
 DEFAULT_TIMEOUT = 3.0
@@ -70,6 +70,8 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
     """
     quiet_openmp()
     started = time.monotonic()
+    if include_memory and preferences_in_system_prompt():
+        include_memory = False  # bin/agent-with-memory sent them already: once is enough
     out: str | None = None
     payload = read_stdin(timeout, MAX_PAYLOAD_BYTES)
     if payload is not None:
@@ -94,6 +96,41 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
         sys.stdout.buffer.write(out.encode("utf-8") + b"\n")
     sys.stdout.flush()
     os._exit(0)  # a timed-out worker may still hold a socket or an import: do not wait for it
+
+
+# Set by bin/agent-with-memory to the pid of the claude it starts (the wrapper execs it), when it
+# put the user's preferences in that session's system prompt.
+WRAPPER_PID_VAR = "AGENT_WITH_MEMORY_PID"
+
+
+def preferences_in_system_prompt(environ: Mapping[str, str] | None = None) -> bool:
+    """True when this hook runs for a claude that bin/agent-with-memory started with the
+    preferences in its system prompt: an installed hook (`claude-hook` without --no-memory)
+    must not send them a second time. The wrapper names that claude's pid; the hook checks it
+    is its parent, or the parent's parent (Claude Code may run the command through a shell),
+    so a claude started from inside that session, which inherits the variable, still gets
+    its preferences. Without /proc the variable alone decides."""
+    env = os.environ if environ is None else environ
+    wanted = env.get(WRAPPER_PID_VAR, "")
+    if not wanted.isdigit():
+        return False
+    pid = os.getppid()
+    for _ in range(3):
+        if str(pid) == wanted:
+            return True
+        try:
+            fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        except OSError:
+            return not os.path.isdir("/proc")
+        try:
+            stat = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        fields = stat.rpartition(b")")[2].split()
+        if len(fields) < 2 or not fields[1].isdigit():
+            return False
+        pid = int(fields[1])  # the parent's pid, after the state field
+    return False
 
 
 def read_stdin(timeout: float, limit: int = MAX_PAYLOAD_BYTES) -> bytes | None:

@@ -227,6 +227,11 @@ def build_context(
         if prefs.vault_path:
             # The preferences file is already in Layer B; do not spend Layer A's budget on it.
             hits = [h for h in hits if h.path != prefs.vault_path]
+    if settings.memory_file is None:
+        # Without a preferences file of the user's own, the vault's MEMORY.md is Layer B even
+        # when this block leaves it out (`claude-hook --no-memory`: the wrapper put it in the
+        # system prompt already): never a retrieved note as well.
+        hits = [h for h in hits if h.path != VAULT_MEMORY_PATH]
     if hits:
         block, shown = fit_context(
             hits, max_chars=settings.context_max_chars if max_chars is None else max_chars

@@ -237,6 +237,7 @@ class Ingester:
             if ch.status in ("A", "M", "T", "R", "C"):
                 ops.append(("upsert", ch))
         total = len(ops)
+        moved: dict[str, str | None] = {}  # renamed notes: new path -> the blob it had before
         with gitdiff.BlobReader(self.root) as reader:
             for start in range(0, total, BATCH_FILES):
                 with store.write_transaction(self.conn):
@@ -255,10 +256,17 @@ class Ingester:
                                 store.delete_path(self.conn, vid, ch.old_path)
                             if prior is not None:
                                 result.renamed += 1
+                                moved[ch.path] = prior.blob_sha
                         else:
                             assert ch.blob is not None
                             entry = gitdiff.TreeEntry(ch.path, ch.mode, ch.blob)
+                            added = result.added
                             self.apply_entry(reader, result, entry, commit, known.get(ch.path))
+                            if ch.path in moved and result.added > added:
+                                # A rename already counted as one: its new path is not also
+                                # "added" (nor "updated", unless its content changed too).
+                                result.added -= 1
+                                result.updated += int(moved[ch.path] != ch.blob)
                 self.progress("index", min(start + BATCH_FILES, total), total)
 
     def reconcile(
@@ -560,6 +568,9 @@ def _run_passes(
                     store.set_chunker(conn, vault.id, chunker)
                 rechunked = True
             if not embed:
+                # Text only (init's first pass): the summary says what the vectors still need.
+                total.backlog = store.backlog_size(conn, vault.id, ing.embedder.model_id)
+                conn.commit()
                 break
             if background:
                 lower_priority()  # the text is in; embedding must not slow the next commit

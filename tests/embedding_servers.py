@@ -41,6 +41,7 @@ class Reply:
     dimension: int | None = None
     count_delta: int = 0
     float_only: bool = False  # ignore encoding_format, like servers that only speak floats
+    gate: threading.Event | None = None  # answer only once the test sets it (or the server stops)
 
     @staticmethod
     def error(status: int, message: str = "injected failure", **headers: str) -> Reply:
@@ -141,6 +142,9 @@ class FailingEmbeddingServer:
                 reply = outer._next_reply(request)
                 if reply.delay and outer._stopping.wait(reply.delay):
                     return
+                while reply.gate is not None and not reply.gate.wait(0.05):
+                    if outer._stopping.is_set():
+                        return
                 payload = reply.body if reply.body is not None else outer._valid_body(body, reply)
                 try:
                     self.send_response(reply.status)

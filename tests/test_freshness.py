@@ -271,6 +271,24 @@ def test_status_shows_a_running_drainers_rate_progress_and_time_left(conn, vault
     assert "no drainer is running: `vaultmem ingest`" in r.output
 
 
+def test_status_says_an_ingest_is_running_before_it_reports_progress(conn, vault) -> None:
+    """A hook's `ingest --from-hook` holds the writer lock through its text pass before any
+    embedding progress exists: status must not say that nothing is running."""
+    from vaultmem.index import statedir
+
+    vault.write("a.md", "# A\n\nalpha\n")
+    vault.commit()
+    vault.register()
+    index(vault.root, embed=False)
+    with statedir.writer(statedir.state_files(vault.root), wait=False) as w:
+        assert w is not None  # held, as a running ingest holds it
+        r = CliRunner().invoke(cli, ["status"])
+        data = json.loads(CliRunner().invoke(cli, ["status", "--json"]).output)
+    assert r.exit_code == 0, r.output
+    assert "no drainer is running" not in r.output and "an ingest is running" in r.output
+    assert data["vaults"][0]["ingest_running"] is True
+
+
 def test_init_indexes_text_then_leaves_vectors_to_a_background_drainer(conn, vault) -> None:
     for i in range(30):
         vault.write(f"n{i}.md", f"# Note {i}\n\nbody text number {i}\n")

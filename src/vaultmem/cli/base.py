@@ -129,6 +129,29 @@ def cli() -> None:
     """
 
 
+def say_if_waiting(root: Path) -> None:
+    """Before a command that waits for the vault's writer lock: say so when another process
+    holds it, rather than sit on an empty progress line (stderr; the wait itself is short, a
+    background drainer steps aside after its current batch)."""
+    from ..index.statedir import lock_is_held, read_progress, state_files
+
+    try:
+        files = state_files(root)
+        if not lock_is_held(files.lock):
+            return
+        live = read_progress(root)
+    except (OSError, VaultmemError):
+        return
+    what = (
+        f"the background embedding (pid {live.get('pid')}, {live.get('done')} of "
+        f"{live.get('total')} chunks) steps aside after its current batch"
+        if live
+        else "another ingest of this vault is running (a background one steps aside after its "
+        "current batch, one in a terminal finishes its pass first)"
+    )
+    error(f"waiting for the writer lock: {what} (Ctrl-C leaves everything as it is)")
+
+
 class ProgressBar:
     """A rich progress bar with an ETA on stderr; silent when stderr is not a terminal."""
 

@@ -16,6 +16,7 @@ from .base import (
     json_option,
     print_json,
     print_result,
+    say_if_waiting,
     vault_option,
     vault_root,
     writer_start,
@@ -68,6 +69,7 @@ def init(vault: str | None, name: str | None, no_hooks: bool, no_index: bool) ->
         from ..index import ingest as ingest_mod
 
         # Text first, in the foreground: the vault is searchable by full text when init ends.
+        say_if_waiting(root)
         with ProgressBar(True) as bar:
             result = ingest_mod.catch_up(settings, root, progress=bar, wait=True, embed=False)
         if result is not None:

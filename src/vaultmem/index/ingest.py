@@ -42,7 +42,7 @@ from ..store import db
 from . import gitdiff, markdown
 from .decision import decide
 from .paths import display_path, storable
-from .statedir import ProgressFile, Writer, state_files, writer
+from .statedir import ProgressFile, Writer, state_files, wait_until_let_in, writer
 from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage_path
 
 BATCH_FILES = 50  # files per transaction: small enough that a crash loses little work
@@ -508,7 +508,7 @@ def catch_up(
     files.mark_pending()
     last: IngestResult | None = None
     while True:
-        with writer(files, wait=wait) as w:
+        with writer(files, wait=wait, foreground=not background) as w:
             files.starting.unlink(missing_ok=True)  # a hook may start another one again
             if w is None:
                 return last
@@ -522,10 +522,15 @@ def catch_up(
                 start_db=start_db,
                 background=background,
             )
+            stepped_aside = background and w.waited_for()
             # A trigger may mark "pending" after our last check but before we release.
-            if not w.pending():
+            if not stepped_aside and not w.pending():
                 return last
         wait = False
+        if stepped_aside:
+            # A foreground command (rebuild, init, audit) waits: let it in, carry on after it.
+            wait_until_let_in(files)
+            wait = True
 
 
 def _run_passes(
@@ -574,8 +579,12 @@ def _run_passes(
                 break
             if background:
                 lower_priority()  # the text is in; embedding must not slow the next commit
-            # Pause embedding whenever a new commit arrives, so its text is searchable at once.
-            if ing.drain_backlog(total, should_pause=w.pending):
+            # Pause embedding whenever a new commit arrives, so its text is searchable at once;
+            # a background run also steps aside for a command waiting in the foreground.
+            pause = (lambda: w.pending() or w.waited_for()) if background else w.pending
+            if ing.drain_backlog(total, should_pause=pause):
+                break
+            if background and w.waited_for():
                 break
             if not w.pending():
                 break
@@ -631,7 +640,7 @@ def rebuild(
 ) -> IngestResult:
     """Re-derive every row from HEAD, delete everything stale; resumable, reuses cached vectors."""
     files = state_files(root)
-    with writer(files, wait=True) as w:
+    with writer(files, wait=True, foreground=True) as w:
         assert w is not None  # a waiting writer always gets the lock
         result = _run_passes(
             settings, root, w, embed=embed, progress=progress, embedder=embedder, rebuild=True
@@ -651,7 +660,7 @@ def sample_embedding_rate(
     """Embed a first few backlog chunks (two small batches, kept) to measure the rate: what
     `init` bases its ETA on before leaving the rest to a background drainer."""
     files = state_files(root)
-    with writer(files, wait=True):
+    with writer(files, wait=True, foreground=True):
         conn, vault = open_index(settings, root)
         try:
             ing = Ingester(settings, conn, vault, embedder=embedder)
@@ -677,7 +686,7 @@ def apply_changes_file(
     raw = changes_file.read_bytes()
     changes = gitdiff.parse_diff_tree(raw)
     files = state_files(root)
-    with writer(files, wait=True):
+    with writer(files, wait=True, foreground=True):
         started = time.monotonic()
         conn, vault = open_index(settings, root)
         ing = Ingester(settings, conn, vault, embedder=embedder)

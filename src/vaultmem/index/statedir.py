@@ -55,6 +55,12 @@ class StateFiles:
         """Set by a git hook that started an ingester, until that ingester holds the lock."""
         return self.dir / "starting"
 
+    @property
+    def waiting(self) -> Path:
+        """Set by a command in the foreground (rebuild, init, audit) while it waits for the lock:
+        a background run steps aside for it (`Writer.waited_for`)."""
+        return self.dir / "waiting"
+
     def mark_pending(self) -> None:
         """Ask the writer for another pass (never through a symbolic link)."""
         touch(self.pending)
@@ -130,15 +136,64 @@ class Writer:
     def pending(self) -> bool:
         return self.files.pending.exists()
 
+    def waited_for(self) -> bool:
+        """True while a foreground command waits for the lock: a background drainer finishes
+        its batch and lets it in (the embedding goes on after it, or by it)."""
+        return _waiter(self.files) is not None
+
 
 @contextlib.contextmanager
-def writer(files: StateFiles, *, wait: bool) -> Iterator[Writer | None]:
+def writer(files: StateFiles, *, wait: bool, foreground: bool = False) -> Iterator[Writer | None]:
     """Hold the vault's writer lock; yields None at once if it is taken and `wait` is False.
 
     The one entry to the write path: ingest, rebuild, a saved changes file and audit decisions
-    all run under it."""
-    with hold_lock(files.lock, wait=wait) as held:
-        yield Writer(files) if held else None
+    all run under it. A `foreground` writer that has to wait says so (the `waiting` mark), and
+    a background drainer holding the lock steps aside for it at its next batch."""
+    announced = False
+    if wait and foreground:
+        with hold_lock(files.lock, wait=False) as held:
+            free = held
+        if not free:
+            with contextlib.suppress(OSError, VaultmemError):
+                atomic_write(files.waiting, str(os.getpid()))
+                announced = True
+    try:
+        with hold_lock(files.lock, wait=wait) as held:
+            if announced:
+                _drop_waiting(files)
+                announced = False
+            yield Writer(files) if held else None
+    finally:
+        if announced:
+            _drop_waiting(files)
+
+
+def _waiter(files: StateFiles) -> int | None:
+    """The pid of a live process (not this one) waiting for the lock, else None."""
+    try:
+        raw = read_regular(files.waiting, limit=32)
+        pid = int(raw or b"")
+        if pid == os.getpid():
+            return None
+        os.kill(pid, 0)
+    except (OSError, ValueError, VaultmemError):
+        return None
+    return pid
+
+
+def _drop_waiting(files: StateFiles) -> None:
+    """Remove the waiting mark if it is this process's (another waiter may have replaced it)."""
+    with contextlib.suppress(OSError, ValueError, VaultmemError):
+        if int(read_regular(files.waiting, limit=32) or b"") == os.getpid():
+            files.waiting.unlink()
+
+
+def wait_until_let_in(files: StateFiles, limit: float = 30.0) -> None:
+    """After stepping aside: give the waiting writer the time to take the lock (its mark goes
+    when it has), so this process does not win the lock straight back."""
+    deadline = time.monotonic() + limit
+    while _waiter(files) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 # --- what other processes read: progress and the hook log ---------------------------------------

@@ -654,23 +654,6 @@ def rebuild(
     return result
 
 
-def sample_embedding_rate(
-    settings: Settings, root: Path, *, embedder: Embedder | None = None
-) -> IngestResult:
-    """Embed a first few backlog chunks (two small batches, kept) to measure the rate: what
-    `init` bases its ETA on before leaving the rest to a background drainer."""
-    files = state_files(root)
-    with writer(files, wait=True, foreground=True):
-        conn, vault = open_index(settings, root)
-        try:
-            ing = Ingester(settings, conn, vault, embedder=embedder)
-            result = IngestResult(mode=RunMode.CURRENT)
-            ing.drain_backlog(result, limit=2 * FIRST_BATCH)
-        finally:
-            conn.close()
-    return result
-
-
 def apply_changes_file(
     settings: Settings,
     root: Path,

@@ -250,6 +250,27 @@ def read_progress(root: Path) -> dict[str, Any] | None:
     return data
 
 
+def wait_for_rate(root: Path, limit: float, grace: float = 5.0) -> dict[str, Any] | None:
+    """The running drainer's progress once it has measured its rate (chunks/s), waiting up to
+    `limit` seconds; None when it finished first, when none holds the lock `grace` seconds
+    on (a drainer just started takes a moment to), or when no rate came in time."""
+    now = time.monotonic()
+    deadline, grace_ends = now + limit, now + grace
+    seen = False
+    while time.monotonic() < deadline:
+        live = read_progress(root)
+        if live is not None:
+            seen = True
+            if live.get("rate"):
+                return live
+        elif seen:
+            return None  # it reported progress, and reports none now: it is done
+        elif time.monotonic() > grace_ends and not lock_is_held(state_files(root).lock):
+            return None  # no drainer at all (or one that finished before reporting)
+        time.sleep(0.2)
+    return None
+
+
 def log_line(state: StateFiles, message: str) -> None:
     """Append one line to the hook log (0600): passwords hidden, control characters escaped."""
     stamp = datetime.now(UTC).isoformat(timespec="seconds")

@@ -369,6 +369,16 @@ def test_hook_help_and_bad_options_go_through_click():
 # --- query and context commands ---------------------------------------------------------------
 
 
+def test_the_query_command_embeds_as_the_hook_does(indexed_vault, monkeypatch):  # noqa: F811
+    """`vaultmem query` and the hook run the same search; the query command must not leave
+    OpenMP's threads spinning between regions either (that cost it twice the hook's CPU:
+    bench/query_cpu.py measures both)."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    result = CliRunner().invoke(cli, ["query", "restore postgres backup"])
+    assert result.exit_code == 0, result.output
+    assert os.environ.get("OMP_WAIT_POLICY") == "PASSIVE"
+
+
 def test_query_command_json_and_explain(indexed_vault):  # noqa: F811
     runner = CliRunner()
     args = ["query", "restore postgres backup", "--vault", str(indexed_vault.root)]

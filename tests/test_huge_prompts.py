@@ -27,6 +27,7 @@ from vaultmem.embed import HashEmbedder
 from vaultmem.search import Prompt
 from vaultmem.search.prompt import MAX_PROMPT_CHARS, is_content_free
 from vaultmem.store import db
+from vaultmem.text import text_size
 
 PROMPT = "how do I restore a postgres backup"
 GUARD = 90  # seconds: only a broken build waits this long
@@ -44,6 +45,11 @@ def test_a_prompt_is_analysed_and_searched_on_a_bounded_prefix() -> None:
     asked = Prompt.of(text)
     assert len(asked.text) == MAX_PROMPT_CHARS and text.startswith(asked.text)
     assert not asked.content_free
+    # one embedding window in any script: a CJK character counts three
+    zh = Prompt.of("如何恢复昨晚的数据库备份" * 500)
+    assert len(zh.text) == MAX_PROMPT_CHARS // 3 and text_size(zh.text) == MAX_PROMPT_CHARS
+    mixed = Prompt.of("restore 备份 " * 1000).text
+    assert text_size(mixed) <= MAX_PROMPT_CHARS < text_size(mixed + "restore 备份 ")
     # The content-free check reads the prefix only: filler first, the question after the
     # bound, so this counts as content-free (a question is asked in far fewer characters).
     assert is_content_free("ok " * (MAX_PROMPT_CHARS // 3 + 1) + "restore the postgres backup")

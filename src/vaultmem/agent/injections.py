@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 LOG_NAME = "injections.jsonl"
 MAX_BYTES = 1 << 20  # per file; one older file is kept
 PROMPT_HASH_CHARS = 16
-# With VAULTMEM_LOG_PROMPTS=1, the most of a prompt a record keeps (what is searched of it,
+# With VAULTMEM_LOG_PROMPTS=1, the most of a prompt a record keeps (more than is searched of it,
 # search.prompt.MAX_PROMPT_CHARS): a pasted megabyte must not fill the log by itself.
 MAX_KEPT_PROMPT_CHARS = 4000
 

@@ -8,8 +8,8 @@ gate's per-language noise ceilings) and the tsquery text that quotes terms safel
 Design decisions: the content-free check is the first decision every search path takes, and
 the hook takes it before it opens the database or loads a model; `Prompt` carries that decision
 with the text, so the search it then runs does not repeat it. Only a prompt's first
-MAX_PROMPT_CHARS characters are analysed, embedded and searched: the work per prompt is bounded
-whatever was pasted (a 5 MB prompt would otherwise keep the regular expressions busy for
+MAX_PROMPT_CHARS (one embedding window) are analysed, embedded and searched: the work per
+prompt is bounded whatever was pasted (a 5 MB prompt kept the regular expressions busy for
 seconds, past the hook's time limit, and a question is asked in far fewer characters).
 """
 
@@ -26,6 +26,7 @@ from .. import store
 from ..index.lexical import STEMMER, query_tokens
 from ..text import CJK_RE as _CJK_RE
 from ..text import CJK_RUN_RE as _CJK_RUN_RE
+from ..text import WIDE_CHAR_RE, WIDE_CHAR_WEIGHT, text_size
 
 if TYPE_CHECKING:
     from ..store.db import Conn
@@ -75,13 +76,25 @@ _LATIN_LETTERS_RE = re.compile(r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff]+")
 _ALNUM_RE = re.compile(r"[^\W_]+")
 
 
-# The prefix of a prompt that is analysed and searched (about two embedding windows of prose).
-MAX_PROMPT_CHARS = 4000
+# The prefix of a prompt that is analysed and searched, in text.text_size's units (a CJK
+# character counts three): one chunk's worth, so one embedding window in any script. A longer
+# prompt is a paste around a question; embedding more windows of it would cost the hook (and
+# every prompt the warm service answers meanwhile) for no better notes.
+MAX_PROMPT_CHARS = 1500
 
 
 def bounded(text: str) -> str:
-    """The part of a prompt that is analysed and searched: its first MAX_PROMPT_CHARS."""
-    return text[:MAX_PROMPT_CHARS]
+    """The part of a prompt that is analysed and searched: its longest prefix of at most
+    MAX_PROMPT_CHARS units (characters; a CJK one counts three)."""
+    cut = text[:MAX_PROMPT_CHARS]
+    if cut.isascii() or text_size(cut) <= MAX_PROMPT_CHARS:
+        return cut
+    size = 0
+    for i, ch in enumerate(cut):
+        size += WIDE_CHAR_WEIGHT if WIDE_CHAR_RE.match(ch) else 1
+        if size > MAX_PROMPT_CHARS:
+            return cut[:i]
+    return cut
 
 
 def _norm(text: str) -> str:

@@ -313,10 +313,10 @@ def warm_search(
     return times, hits / max(1, len(queries))
 
 
-def hook_payload(prompt: str, cwd: Path) -> bytes:
+def hook_payload(prompt: str, cwd: Path, session: str = "bench") -> bytes:
     return json.dumps(
         {
-            "session_id": "bench",
+            "session_id": session,
             "transcript_path": "/tmp/bench.jsonl",
             "cwd": str(cwd),
             "permission_mode": "default",

@@ -25,7 +25,7 @@ def run_hook(
         input=stdin,
         env=env or dict(os.environ),
         capture_output=True,
-        timeout=60,
+        timeout=600,  # a guard against a hang, never a measurement
     )
     return proc, time.monotonic() - start
 

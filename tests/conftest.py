@@ -43,8 +43,12 @@ GIT_ENV = {
 @pytest.fixture(autouse=True)
 def _isolated_env(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    """No test reads the developer's own settings, home or git identity."""
+) -> Iterator[None]:
+    """No test reads the developer's own settings, home or git identity, and none leaves a
+    bundled server running: git hooks and readers start a background ingest that outlives
+    the test, and a writer starts a bundled server that is merely down, so each test's home
+    starts with the server marked as stopped by the user (writers then never start it; `init`
+    and `db start` still do), and whatever runs in it at the end is stopped, failure or not."""
     for name in list(os.environ):
         if name.startswith("VAULTMEM_") and name not in KEPT_VARIABLES:
             monkeypatch.delenv(name, raising=False)
@@ -61,7 +65,15 @@ def _isolated_env(
     # psycopg. Tests of the timeout itself pass --timeout.
     monkeypatch.setenv("VAULTMEM_HOOK_TIMEOUT", "60")
     # ...and so is vaultmem's home (the injection log, the hook's claims, the warm service).
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+    data = tmp_path_factory.mktemp("xdg-data")
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    default = data / "vaultmem"
+    default.mkdir()
+    (default / "stopped-by-user").touch()  # server.stopped_on_purpose: see the docstring
+    yield
+    for home in {default, Path(os.environ.get("VAULTMEM_HOME") or default)}:
+        if (home / "pgdata").exists():
+            server.stop(home)
 
 
 @pytest.fixture(scope="session")

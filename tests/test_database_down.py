@@ -37,16 +37,14 @@ def private_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def _commit(vault, message: str) -> float:
-    """A real `git commit` (hooks run); returns how long it took."""
+def _commit(vault, message: str) -> None:
+    """A real `git commit` (hooks run). How long commits take is bench/hook_latency.py's
+    business: a test asserts no wall-clock limit."""
     vault.git("add", "-A")
-    started = time.monotonic()
     out = subprocess.run(
         ["git", "commit", "-q", "-m", message], cwd=vault.root, capture_output=True
     )
-    took = time.monotonic() - started
     assert out.returncode == 0, out.stderr
-    return took
 
 
 def _connect():
@@ -62,6 +60,12 @@ def test_commits_while_the_database_is_down_are_caught_up(private_home, vault, t
     vault.commit("base")
     init = vaultmem("init", "--vault", str(vault.root))
     assert init.returncode == 0, init.stderr
+    conn = _connect()
+    try:  # init leaves the vectors to a background drainer: let it finish (and log) first
+        assert wait_settled(conn, vault.root), hook_log(vault.root)
+    finally:
+        conn.close()
+    before = len(hook_log(vault.root))
 
     # Down: three commits, each hook logs exactly one line saying how to fix it.
     assert vaultmem("db", "stop").returncode == 0
@@ -72,10 +76,12 @@ def test_commits_while_the_database_is_down_are_caught_up(private_home, vault, t
     ]
     for i, change in enumerate(changes, 1):
         change()
-        assert _commit(vault, f"while down {i}") < 5
-        assert wait_for(lambda i=i: len(hook_log(vault.root)) >= i, 30), hook_log(vault.root)
+        _commit(vault, f"while down {i}")
+        assert wait_for(lambda i=i: len(hook_log(vault.root)) >= before + i, 30), hook_log(
+            vault.root
+        )
     time.sleep(1)  # a late second line per commit would show up here
-    lines = hook_log(vault.root)
+    lines = hook_log(vault.root)[before:]
     assert len(lines) == len(changes), lines
     for line in lines:
         assert "error: the bundled database is not running" in line
@@ -109,8 +115,10 @@ def test_commits_while_the_database_is_down_are_caught_up(private_home, vault, t
     _commit(vault, "down again 2")
     # One error line per ingester started: two quick commits may share one (the second
     # finds the first still starting and leaves it the pending mark).
-    assert wait_for(lambda: len(hook_log(vault.root)) >= len(lines) + 2, 30), hook_log(vault.root)
-    assert all("not running" in line for line in hook_log(vault.root)[len(lines) + 1 :])
+    assert wait_for(lambda: len(hook_log(vault.root)) >= before + len(lines) + 2, 30), hook_log(
+        vault.root
+    )
+    assert all("not running" in line for line in hook_log(vault.root)[before + len(lines) + 1 :])
     assert vaultmem("db", "start").returncode == 0
     out = vaultmem("ingest", "--vault", str(vault.root))
     assert out.returncode == 0, out.stderr

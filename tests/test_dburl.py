@@ -32,6 +32,22 @@ SECRET = "Sup3r-S3cret"
         (f"host=h password='{SECRET} with spaces' user=u", "host=h password=*** user=u"),
         (f"host=h password = '{SECRET}\\'s' user=u", "host=h password = *** user=u"),
         ("postgresql:///vaultmem?host=/tmp/sock", "postgresql:///vaultmem?host=/tmp/sock"),
+        # spaces and odd characters, as pasted (libpq rejects some: their errors quote them)
+        (f"postgresql://app:Zq9 {SECRET}@db.example/app", "postgresql://app:***@db.example/app"),
+        (f"postgresql://app:a@b {SECRET}@h/db", "postgresql://app:***@h/db"),
+        (
+            f"postgresql://u:{SECRET} x@h/db?application_name=a@b",
+            "postgresql://u:***@h/db?application_name=a@b",
+        ),
+        (
+            f"postgresql://u:pw@h/db?x=1&password={SECRET} x",
+            "postgresql://u:***@h/db?x=1&password=***",
+        ),
+        (f"postgresql://u:Zq9 {SECRET}", "postgresql://u:***"),  # cut short before its host
+        (f"host=h user=u password=Zq9 {SECRET} dbname=d", "host=h user=u password=*** dbname=d"),
+        (f"host=h password=p@ss{SECRET} user=u", "host=h password=*** user=u"),
+        (f"postgresql://u:%20{SECRET}%25@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://localhost:5432/db", "postgresql://localhost:5432/db"),  # a port stays
     ],
 )
 def test_no_url_or_dsn_shape_shows_its_password(url: str, shown: str) -> None:
@@ -83,3 +99,33 @@ def test_settings_accept_a_sqlalchemy_url_and_never_print_its_password(tmp_path)
     settings = load_settings(tmp_path, environ=env)
     assert settings.database_url == f"postgresql://u:{SECRET}@h/db"
     assert SECRET not in str(settings.redacted())
+
+
+def test_redacting_twice_changes_nothing() -> None:
+    line = f"cannot use host=h password=Zq9 {SECRET} user=u: a key=value item has no `=`"
+    once = redact_url(line)
+    assert SECRET not in once and redact_url(once) == once
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://app:Zq9 {SECRET}@127.0.0.1:1/app",
+        f"host=127.0.0.1 port=1 password=Zq9 {SECRET}",
+        f"postgresql://app:{SECRET}%zz@127.0.0.1:1/app",
+    ],
+)
+def test_a_url_libpq_cannot_parse_is_one_line_exit_2_without_the_password(url, monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    from vaultmem.cli import cli
+
+    monkeypatch.setenv("VAULTMEM_DATABASE_URL", url)
+    for command in (["status"], ["gc"], ["vaults", "list"]):
+        result = CliRunner().invoke(cli, command)
+        assert SECRET not in result.output and "Traceback" not in result.output
+        if command[0] == "vaults":
+            continue  # lists no database: nothing to fail
+        assert result.exit_code == 2, (command, result.output, result.exception)
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: the database URL"), lines

@@ -304,7 +304,7 @@ def test_openai_retries_a_429_after_retry_after() -> None:
         vectors = openai_embedder(server).embed_documents(["a", "b"])
     assert len(server.requests) == 2
     waited = server.requests[1].at - server.requests[0].at
-    assert 0.9 <= waited < 2.5  # generous: CI machines stall
+    assert waited >= 0.9  # it honoured Retry-After (a lower bound: a busy machine only adds)
     assert np.allclose(vectors, [fake_vector("a", 8), fake_vector("b", 8)], atol=1e-6)
 
 
@@ -312,8 +312,8 @@ def test_openai_retries_a_500_then_succeeds() -> None:
     with FailingEmbeddingServer([Reply.error(500)]) as server:
         vectors = openai_embedder(server).embed_documents(["a"])
     assert len(server.requests) == 2 and vectors.shape == (1, 8)
-    # the client's own exponential backoff: 0.5 s less up to 25% jitter
-    assert 0.3 <= server.requests[1].at - server.requests[0].at < 1.5
+    # the client's own exponential backoff: 0.5 s less up to 25% jitter (a lower bound only)
+    assert server.requests[1].at - server.requests[0].at >= 0.3
 
 
 def test_openai_gives_up_on_a_persistent_500_after_the_retries() -> None:
@@ -325,13 +325,12 @@ def test_openai_gives_up_on_a_persistent_500_after_the_retries() -> None:
     assert "HTTP 500" in assert_one_clean_line(err) and "2 retries" in str(err.value)
 
 
-def test_openai_times_out_a_slow_server_within_a_bounded_time() -> None:
-    with FailingEmbeddingServer(then=Reply(delay=5.0)) as server:
-        started = time.monotonic()
+def test_openai_times_out_a_server_that_never_answers() -> None:
+    # The server holds every request until the test ends: only the client's own timeout can
+    # end the call, twice (one retry), and then it gives up with a clear error.
+    with FailingEmbeddingServer(then=Reply(delay=3600.0)) as server:
         with pytest.raises(EmbeddingError) as err:
             openai_embedder(server, timeout=0.3, max_retries=1).embed_documents(["a"])
-        elapsed = time.monotonic() - started
-    assert elapsed < 3.0  # two 0.3 s attempts and one backoff, not the server's 5 s
     assert len(server.requests) == 2
     assert "VAULTMEM_EMBEDDING_TIMEOUT" in assert_one_clean_line(err)
 

@@ -160,6 +160,46 @@ def test_docker_compose_runs_pgvector_with_the_same_schema_file() -> None:
     assert "${POSTGRES_PASSWORD" in svc["environment"]["POSTGRES_PASSWORD"]
 
 
+def test_ci_runs_the_suite_in_a_venv_of_its_own() -> None:
+    """`.ci/run` (the README's test command) never reinstalls the user's `.venv`: that would
+    turn an installed vaultmem into an editable one whose hooks point into this clone's src/."""
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "bash .ci/run" in (ROOT / "README.md").read_text()
+    commands = [ln for ln in script.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    assert not [ln for ln in commands if re.search(r"(^|[\s/])\.venv\b", ln)], commands
+    assert commands[-1].startswith("exec .ci/venv/bin/pytest -q")
+
+
+def test_the_docs_give_the_vault_precedence_the_code_has(tmp_path: Path, monkeypatch) -> None:
+    """One order everywhere: --vault, else VAULTMEM_VAULT, else the registered vault holding
+    the current directory, else the default vault."""
+    from vaultmem import vaults
+
+    here, named, default = (tmp_path / n for n in ("here", "named", "default"))
+    for root in (default, here, named):
+        root.mkdir()
+        vaults.register(root)
+    vaults.set_default("default")
+    config = vaults.load()
+    resolve = vaults.resolve
+    assert resolve(config, cwd=here, environ={}).name == "here"
+    assert resolve(config, cwd=here, environ={"VAULTMEM_VAULT": "named"}).name == "named"
+    assert resolve(config, "here", cwd=named, environ={"VAULTMEM_VAULT": "named"}).name == "here"
+    assert resolve(config, cwd=tmp_path, environ={}).name == "default"
+    texts = {
+        "README.md": (ROOT / "README.md").read_text(),
+        "bin/agent-with-memory": (ROOT / "bin" / "agent-with-memory").read_text(),
+    }
+    for name in ("context", "mcp", "query"):
+        texts[f"vaultmem {name} --help"] = CliRunner().invoke(cli, [name, "--help"]).output
+    for where, text in texts.items():
+        for para in re.split(r"\n\s*\n", text):
+            flat = " ".join(para.split())
+            if "VAULTMEM_VAULT" in flat and re.search(r"vault holding|holding the", flat):
+                first = re.search(r"vault holding|holding the", flat)
+                assert flat.index("VAULTMEM_VAULT") < first.start(), (where, flat)  # type: ignore[union-attr]
+
+
 def test_readme_configuration_table_lists_every_setting() -> None:
     readme = (ROOT / "README.md").read_text()
     for name, (default, _) in SETTINGS.items():

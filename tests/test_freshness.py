@@ -271,13 +271,51 @@ def test_status_shows_a_running_drainers_rate_progress_and_time_left(conn, vault
     assert "no drainer is running: `vaultmem ingest`" in r.output
 
 
-def test_init_indexes_text_then_leaves_vectors_to_a_background_drainer(conn, vault) -> None:
+def test_status_says_an_ingest_is_running_before_it_reports_progress(conn, vault) -> None:
+    """A hook's `ingest --from-hook` holds the writer lock through its text pass before any
+    embedding progress exists: status must not say that nothing is running."""
+    from vaultmem.index import statedir
+
+    vault.write("a.md", "# A\n\nalpha\n")
+    vault.commit()
+    vault.register()
+    index(vault.root, embed=False)
+    with statedir.writer(statedir.state_files(vault.root), wait=False) as w:
+        assert w is not None  # held, as a running ingest holds it
+        r = CliRunner().invoke(cli, ["status"])
+        data = json.loads(CliRunner().invoke(cli, ["status", "--json"]).output)
+    assert r.exit_code == 0, r.output
+    assert "no drainer is running" not in r.output and "an ingest is running" in r.output
+    assert data["vaults"][0]["ingest_running"] is True
+
+
+def test_init_indexes_text_then_leaves_vectors_to_a_background_drainer(
+    conn, vault, monkeypatch
+) -> None:
+    from embedding_servers import FailingEmbeddingServer, Reply
+
     for i in range(30):
         vault.write(f"n{i}.md", f"# Note {i}\n\nbody text number {i}\n")
     vault.commit()
-    r = CliRunner().invoke(cli, ["init", "--vault", str(vault.root), "--no-hooks"])
-    assert r.exit_code == 0, r.output
-    assert "chunks to embed in the background" in r.output and "chunks/s" in r.output
+    with FailingEmbeddingServer(then=Reply(delay=0.2), dimension=16) as srv:
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_PROVIDER", "openai")
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_BASE_URL", srv.base_url)
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_MODEL", "slow-test-model")
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_BATCH_SIZE", "2")
+        r = CliRunner().invoke(cli, ["init", "--vault", str(vault.root), "--no-hooks"])
+        assert r.exit_code == 0, r.output
+        # The text pass and the vectors line tell one story: 30 chunks wait, 30 go to the
+        # drainer, whose own measured rate (its priority and model load included) is the ETA.
+        assert "0 chunks embedded, 0 reused, 30 awaiting embeddings" in r.output
+        assert "measuring the embedding rate of 30 chunks in the background" in r.output
+        eta = [ln for ln in r.output.splitlines() if ln.startswith("vectors: ")][-1]
+        assert " chunks to embed in the background, about " in eta, eta
+        assert "chunks/s (measured there)" in eta, eta
+        assert srv.requests  # the drainer's calls; init itself embeds nothing
+        _wait_embedded(conn, vault)
+
+
+def _wait_embedded(conn, vault) -> None:
     v = db.find_vault(conn, vault.root)
     assert v is not None
 

@@ -64,6 +64,35 @@ def test_modify_delete_rename_leave_nothing_stale(conn, vault, tmp_path) -> None
     assert snapshot(conn, vault.root) == fresh_build_snapshot(conn, vault.root, tmp_path)
 
 
+def test_a_git_mv_is_counted_as_one_rename_and_nothing_else(conn, vault) -> None:
+    vault.write("a.md", "# A\n\nabout apples\n")
+    vault.write("b.md", LONG)
+    vault.commit()
+    index(vault.root)
+    vault.rename("a.md", "fruit/a.md")
+    vault.commit()
+    result = index(vault.root)
+    assert result.counts() == {
+        "added": 0, "updated": 0, "unchanged": 0, "deleted": 0, "renamed": 1,
+        "quarantined": 0, "skipped": 0,
+    }  # fmt: skip
+    assert "0 added, 0 updated, 0 unchanged, 0 deleted, 1 renamed" in result.summary()
+    # renamed and edited in one commit: one rename, one update
+    vault.rename("b.md", "fruit/b.md")
+    vault.write("fruit/b.md", LONG.replace("Paragraph 5 about topic 5.", "Paragraph 5 is new.", 1))
+    vault.commit()
+    moved_and_edited = index(vault.root)
+    assert (moved_and_edited.added, moved_and_edited.updated, moved_and_edited.renamed) == (0, 1, 1)
+
+
+def test_a_text_only_pass_says_how_many_chunks_await_vectors(conn, vault) -> None:
+    vault.write("a.md", "# A\n\nabout apples\n")
+    vault.write("b.md", "# B\n\nabout bananas\n")
+    vault.commit()
+    result = index(vault.root, embed=False)
+    assert result.backlog == 2 and "2 awaiting embeddings" in result.summary()
+
+
 def test_one_line_edit_in_a_long_note_embeds_only_the_changed_chunk(conn, vault) -> None:
     vault.write("long.md", LONG)
     vault.commit()

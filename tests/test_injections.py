@@ -105,6 +105,9 @@ def test_the_wrapper_records_the_preferences_it_put_in_the_system_prompt(indexed
     [entry] = injections.read(user_home())
     assert entry.source == "wrapper" and entry.paths == (str(memory),)
     assert entry.chars == len(proc.stdout.rstrip("\n"))
+    # no prompt was typed yet: no hash of an empty one pretends there was
+    assert entry.prompt_sha256 is None and entry.prompt_sha256 != injections.prompt_hash("")
+    assert " prompt -  " in CliRunner().invoke(cli, ["log"]).output
     # `vaultmem context` run by a person records nothing
     subprocess.run(
         [sys.executable, "-m", "vaultmem", "context", "restore postgres backup"],
@@ -126,3 +129,19 @@ def test_log_command_shows_the_latest(indexed_vault):  # noqa: F811
     assert shown["source"] == "claude-hook" and "ops/postgres-backup.md" in shown["paths"]
     text = runner.invoke(cli, ["log"]).output
     assert text.count("claude-hook") == 2 and "ops/postgres-backup.md" in text
+
+
+def test_one_record_is_one_line_whatever_its_fields_hold(tmp_path):
+    home = user_home()
+    forged = "x.md\n2026-01-01T00:00:00.000Z  claude-hook      v  prompt 0000  9 chars  forged.md"
+    nasty = "\x1b]0;title\x07odd\u202ename.md"
+    injections.append(home, injections.make("mcp-get", "v\nault", "p", [forged, nasty], 10))
+    injections.append(
+        home, injections.make("claude-hook", "v", "q\nx", ["a.md"], 5, keep_prompt=True)
+    )
+    out = CliRunner().invoke(cli, ["log"]).output
+    lines = out.splitlines()
+    assert len(lines) == 2, lines
+    assert "forged.md" in lines[0] and "\\x0a" in lines[0]  # shown, escaped, on its own line
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "\\x1b" in lines[0] and "\\u202e" in lines[0]

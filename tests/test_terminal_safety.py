@@ -92,9 +92,13 @@ def test_allowing_a_real_looking_credential_asks_first(conn, vault) -> None:
     index(vault.root)
     root = str(vault.root)
     runner = CliRunner()
-    result = runner.invoke(cli, ["audit", "allow", "deploy.md", "--vault", root], input="n\n")
-    assert result.exit_code == 1 and "aws-access-key" in result.output
-    assert "indexed" not in result.output
+    for answer in ("n\n", ""):  # no, or no answer at all: declined, not an error
+        result = runner.invoke(cli, ["audit", "allow", "deploy.md", "--vault", root], input=answer)
+        assert result.exit_code == 0 and "aws-access-key" in result.output, result.output
+        assert "indexed" not in result.output and "Aborted" not in result.output
+        assert result.output.count("not allowed: nothing changed") == 1
+    listed = runner.invoke(cli, ["audit", "list", "--vault", root, "--json"]).output
+    assert "deploy.md" not in [a["path"] for a in json.loads(listed)["allowed"]]
     result = runner.invoke(cli, ["audit", "allow", "deploy.md", "--vault", root, "--yes"])
     assert result.exit_code == 0 and result.output.startswith("allowed deploy.md"), result.output
     result = runner.invoke(

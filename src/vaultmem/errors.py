@@ -22,6 +22,12 @@ class ConfigError(VaultmemError):
     exit_code = 2
 
 
+class SymlinkRefused(ConfigError):
+    """A file vaultmem reads or writes for the user (Claude Code's settings, ~/.claude.json, the
+    registry, the injection log, the vault's state files) is a symbolic link: it is never
+    followed (the trust boundary), and the message says what to do instead."""
+
+
 class NotAGitRepo(VaultmemError):
     """The vault path is not inside a git repository."""
 

@@ -24,6 +24,9 @@ from typing import Any
 from .errors import ConfigError
 
 CONFIG_ENV = "VAULTMEM_CONFIG"
+# The registry is read and written only as a regular file (files.py): for a linked one (a
+# dotfiles manager's), the way out is to name the real file.
+LINK_ADVICE = f"set {CONFIG_ENV} to the file it points to (or copy that file in its place)"
 _NAME_RE = re.compile(r"^[\w.\-]{1,64}$")
 
 
@@ -138,13 +141,15 @@ def load(environ: Mapping[str, str] | None = None) -> UserConfig:
     """Read the user's configuration; an absent file is an empty configuration.
 
     A file that cannot be parsed is a ConfigError naming it (never silently "no vaults")."""
+    from .files import read_regular
+
     path = config_path(environ)
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return UserConfig(path)
+        raw = read_regular(path, advice=LINK_ADVICE)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    if raw is None:
+        return UserConfig(path)
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -198,8 +203,9 @@ def resolve(
     """The vault a reading command uses, or None when none is registered.
 
     `name` (a --vault NAME or PATH), else VAULTMEM_VAULT, else the registered vault holding
-    `cwd`, else the default vault. Never an unregistered directory: a name or path that is
-    not registered is a ConfigError that says how to register it."""
+    `cwd`, else the default vault: the one precedence every reader uses (README, "What
+    vaultmem reads"), explicit names before places. Never an unregistered directory: a name
+    or path that is not registered is a ConfigError that says how to register it."""
     env = os.environ if environ is None else environ
     for chosen, source in ((name, "--vault"), (env.get("VAULTMEM_VAULT"), "VAULTMEM_VAULT")):
         if chosen:
@@ -229,13 +235,15 @@ NO_VAULT_HINT = (
 def _document(path: Path) -> Any:
     import tomlkit
 
-    try:
-        return tomlkit.parse(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        doc = tomlkit.document()
-        doc.add(tomlkit.comment("vaultmem: your registered vaults and user-level settings."))
-        doc.add(tomlkit.comment("Written by `vaultmem init` / `vaultmem vaults`; edits are kept."))
-        return doc
+    from .files import read_regular
+
+    raw = read_regular(path, advice=LINK_ADVICE)
+    if raw is not None:
+        return tomlkit.parse(raw.decode("utf-8"))
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment("vaultmem: your registered vaults and user-level settings."))
+    doc.add(tomlkit.comment("Written by `vaultmem init` / `vaultmem vaults`; edits are kept."))
+    return doc
 
 
 def _save(path: Path, doc: Any) -> None:
@@ -244,7 +252,7 @@ def _save(path: Path, doc: Any) -> None:
 
     from .files import atomic_write
 
-    atomic_write(path, tomlkit.dumps(doc), mode=0o600, dir_mode=0o700)
+    atomic_write(path, tomlkit.dumps(doc), mode=0o600, dir_mode=0o700, advice=LINK_ADVICE)
 
 
 def unique_name(config: UserConfig, root: Path) -> str:

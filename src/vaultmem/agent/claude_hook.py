@@ -17,12 +17,17 @@ import time
 # Not `typing.TYPE_CHECKING`: on the warm path every import counts (see warm_client.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import NoReturn
 
 DEFAULT_TIMEOUT = 3.0
 # The share of the timeout the warm service gets before the cold path takes over.
 WARM_SHARE = 0.5
+# A hook payload larger than this gets nothing (the warm service takes no larger message,
+# warm_client.MAX_MESSAGE_BYTES): a multi-megabyte prompt is a paste, not a question, and
+# parsing it would spend the prompt's time. Smaller ones are searched on a bounded prefix
+# (search.prompt.MAX_PROMPT_CHARS), so no prompt's size shows in the hook's time.
+MAX_PAYLOAD_BYTES = 1 << 20
 
 
 def default_timeout() -> float:
@@ -65,8 +70,10 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
     """
     quiet_openmp()
     started = time.monotonic()
+    if include_memory and preferences_in_system_prompt():
+        include_memory = False  # bin/agent-with-memory sent them already: once is enough
     out: str | None = None
-    payload = read_stdin(timeout)
+    payload = read_stdin(timeout, MAX_PAYLOAD_BYTES)
     if payload is not None:
         try:
             from .warm_client import ask
@@ -91,13 +98,51 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
     os._exit(0)  # a timed-out worker may still hold a socket or an import: do not wait for it
 
 
-def read_stdin(timeout: float) -> bytes | None:
-    """All of stdin, or None when it does not reach its end within `timeout` seconds."""
+# Set by bin/agent-with-memory to the pid of the claude it starts (the wrapper execs it), when it
+# put the user's preferences in that session's system prompt.
+WRAPPER_PID_VAR = "AGENT_WITH_MEMORY_PID"
+
+
+def preferences_in_system_prompt(environ: Mapping[str, str] | None = None) -> bool:
+    """True when this hook runs for a claude that bin/agent-with-memory started with the
+    preferences in its system prompt: an installed hook (`claude-hook` without --no-memory)
+    must not send them a second time. The wrapper names that claude's pid; the hook checks it
+    is its parent, or the parent's parent (Claude Code may run the command through a shell),
+    so a claude started from inside that session, which inherits the variable, still gets
+    its preferences. Without /proc the variable alone decides."""
+    env = os.environ if environ is None else environ
+    wanted = env.get(WRAPPER_PID_VAR, "")
+    if not wanted.isdigit():
+        return False
+    pid = os.getppid()
+    for _ in range(3):
+        if str(pid) == wanted:
+            return True
+        try:
+            fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        except OSError:
+            return not os.path.isdir("/proc")
+        try:
+            stat = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        fields = stat.rpartition(b")")[2].split()
+        if len(fields) < 2 or not fields[1].isdigit():
+            return False
+        pid = int(fields[1])  # the parent's pid, after the state field
+    return False
+
+
+def read_stdin(timeout: float, limit: int = MAX_PAYLOAD_BYTES) -> bytes | None:
+    """All of stdin, or None when it does not reach its end within `timeout` seconds or holds
+    more than `limit` bytes (read to its end all the same, so the writer never sees a broken
+    pipe, but not kept)."""
     import select
 
     fd = sys.stdin.fileno()
     deadline = time.monotonic() + timeout
     chunks: list[bytes] = []
+    size = 0
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -105,13 +150,19 @@ def read_stdin(timeout: float) -> bytes | None:
         try:
             ready, _, _ = select.select([fd], [], [], left)
         except (OSError, ValueError):
-            return sys.stdin.buffer.read()  # not selectable (a regular file): it cannot block
+            # Not selectable (a regular file): it cannot block.
+            data = sys.stdin.buffer.read(limit + 1)
+            return data if len(data) <= limit else None
         if not ready:
             return None
         chunk = os.read(fd, 65536)
         if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
+            return b"".join(chunks) if size <= limit else None
+        size += len(chunk)
+        if size <= limit:
+            chunks.append(chunk)
+        else:
+            chunks.clear()
 
 
 def full_environment() -> None:

@@ -116,10 +116,11 @@ def remove_server(
 
 def _update(path: Path, change: Any) -> bool:
     # Read right before writing: Claude Code rewrites this file itself, so keep the window short.
-    data = read_json_object(path)
+    # Never through a symbolic link (files.py): a linked ~/.claude.json is refused.
+    data = read_json_object(path, below=path.parent)
     new, changed = change(data)
     if changed:
-        write_json_atomic(path, new)
+        write_json_atomic(path, new, below=path.parent)
     return bool(changed)
 
 

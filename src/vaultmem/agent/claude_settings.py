@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..files import atomic_write
+from ..files import append_line, atomic_write, read_regular
 
 EVENT = "UserPromptSubmit"
 HOOK_SUBCOMMAND = "claude-hook"
@@ -162,6 +162,19 @@ def settings_path(scope: str, project_dir: Path | None = None) -> Path:
     raise ConfigError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
 
 
+def settings_base(scope: str, project_dir: Path | None = None) -> Path:
+    """The folder a scope's settings file lives under, which vaultmem trusts as it is: the home
+    for `user`, the project for the others. No link below it is followed (files.py)."""
+    return Path.home() if scope == "user" else (project_dir or Path.cwd())
+
+
+# What a refusal to follow a linked Claude Code file tells the user to do.
+LINK_ADVICE = (
+    "replace the link with a regular file (a copy of what it points to), or edit the file it "
+    "points to yourself; then run the command again"
+)
+
+
 def portable_command() -> str:
     """The hook command for a file a team shares: `vaultmem` from each person's PATH."""
     return shlex.join(["vaultmem", HOOK_SUBCOMMAND])
@@ -189,19 +202,20 @@ def keep_out_of_git(path: Path) -> bool:
     ignored = subprocess.run(["git", "check-ignore", "-q", rel], cwd=root, capture_output=True)
     if ignored.returncode == 0:
         return True
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    text = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
-    with exclude.open("a", encoding="utf-8") as fh:
-        fh.write(("" if not text or text.endswith("\n") else "\n") + f"/{rel}\n")
+    text = (read_regular(exclude) or b"").decode("utf-8", "replace")
+    line = ("" if not text or text.endswith("\n") else "\n") + f"/{rel}\n"
+    append_line(exclude, line.encode("utf-8"))
     return True
 
 
-def read_json_object(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path, *, below: Path | None = None) -> dict[str, Any]:
     """A Claude Code JSON file (settings, ~/.claude.json) parsed; {} when it is missing or
-    empty. Anything else that is not a JSON object is a ConfigError naming the file."""
-    if not path.exists():
+    empty. Anything else that is not a JSON object is a ConfigError naming the file; a
+    symbolic link (the file, or a folder under `below`) is SymlinkRefused: never followed."""
+    data = read_regular(path, below=below, advice=LINK_ADVICE)
+    if data is None:
         return {}
-    raw = path.read_text(encoding="utf-8")
+    raw = data.decode("utf-8", "replace")
     if not raw.strip():
         return {}
     try:
@@ -221,12 +235,13 @@ def install_claude_hook(
 ) -> Path:
     """Merge our hook into the scope's settings.json (created if missing). Returns its path."""
     path = settings_path(scope, project_dir)
-    current = read_json_object(path)
+    base = settings_base(scope, project_dir)
+    current = read_json_object(path, below=base)
     if command is None:
         command = portable_command() if scope == "shared" else hook_command()
     merged, changed = merge_hook(current, command)
-    if changed or not path.exists():
-        write_json_atomic(path, merged)
+    if changed or not os.path.lexists(path):
+        write_json_atomic(path, merged, below=base)
     if scope == "project":
         keep_out_of_git(path)
     return path
@@ -235,10 +250,11 @@ def install_claude_hook(
 def uninstall_claude_hook(scope: str, project_dir: Path | None = None) -> tuple[Path, bool]:
     """Remove our hook from the scope's settings.json: (its path, was anything removed)."""
     path = settings_path(scope, project_dir)
-    current = read_json_object(path)
+    base = settings_base(scope, project_dir)
+    current = read_json_object(path, below=base)
     cleaned, changed = remove_hook(current)
     if changed:
-        write_json_atomic(path, cleaned)
+        write_json_atomic(path, cleaned, below=base)
     return path, changed
 
 
@@ -256,7 +272,7 @@ def claude_hook_status(scope: str, project_dir: Path | None = None) -> ClaudeHoo
     """Whether the scope's settings.json registers our hook, and whether it can still run."""
     path = settings_path(scope, project_dir)
     try:
-        data = read_json_object(path)
+        data = read_json_object(path, below=settings_base(scope, project_dir))
     except (ConfigError, OSError) as exc:
         return ClaudeHookStatus(scope, path, False, None, False, str(exc))
     hooks = data.get("hooks")
@@ -284,7 +300,10 @@ def command_runnable(command: str) -> bool:
     return shutil.which(program) is not None
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+def write_json_atomic(path: Path, data: dict[str, Any], *, below: Path | None = None) -> None:
     """`data` as indented JSON, written atomically, keeping the file's mode (a new file gets
-    mkstemp's 0600: these files are the user's own state)."""
-    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    0600: these files are the user's own state); never through a symbolic link (the file,
+    or a folder under `below`)."""
+    atomic_write(
+        path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", below=below, advice=LINK_ADVICE
+    )

@@ -190,11 +190,12 @@ def build_context(
     hits: list = []
     embedder: Embedder | None = None
     with ExitStack() as stack:
-        if wants_notes and res.prefetch:
+        if wants_notes and res.prefetch and asked is not None:
             from ..embed import prefetching
 
-            # A loaded embedder starts on the prompt now, beside the database work below.
-            embedder = stack.enter_context(prefetching(res.embedder(settings), prompt))
+            # A loaded embedder starts on the prompt now, beside the database work below (on
+            # the part that is searched: a huge paste is embedded no further than that).
+            embedder = stack.enter_context(prefetching(res.embedder(settings), asked.text))
         if needs_db:
             try:
                 opened = res.connection(settings, start=start_db, timeout=db_timeout)
@@ -236,6 +237,11 @@ def build_context(
         if prefs.vault_path:
             # The preferences file is already in Layer B; do not spend Layer A's budget on it.
             hits = [h for h in hits if h.path != prefs.vault_path]
+    if settings.memory_file is None:
+        # Without a preferences file of the user's own, the vault's MEMORY.md is Layer B even
+        # when this block leaves it out (`claude-hook --no-memory`: the wrapper put it in the
+        # system prompt already): never a retrieved note as well.
+        hits = [h for h in hits if h.path != VAULT_MEMORY_PATH]
     if hits:
         block, shown = fit_context(
             hits, max_chars=settings.context_max_chars if max_chars is None else max_chars
@@ -277,9 +283,10 @@ def _claim(directory: Path, key: str) -> bool:
             _prune(directory, time.time())
             return True
         except FileExistsError:
-            if time.time() - marker.stat().st_mtime < DUPLICATE_WINDOW_SECONDS:
+            # lstat / utime of the name itself: a link planted here is never followed.
+            if time.time() - marker.lstat().st_mtime < DUPLICATE_WINDOW_SECONDS:
                 return False
-            marker.touch()
+            os.utime(marker, follow_symlinks=False)
             return True
     except OSError:
         return True  # no place to record the claim: better twice than never
@@ -324,7 +331,7 @@ def hook_context(
 ) -> str:
     """The context for one Claude Code UserPromptSubmit payload (JSON with `prompt`, `cwd`...).
 
-    The vault is the registered vault holding the payload's `cwd`, else VAULTMEM_VAULT, else
+    The vault is VAULTMEM_VAULT, else the registered vault holding the payload's `cwd`, else
     the default vault (`vaults.resolve`): a repository Claude Code was opened in is never read
     unless the user registered it. Raises on bad input or an unreachable database;
     `claude-hook` turns every failure into no output. What is injected is recorded in the

@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 LOG_NAME = "injections.jsonl"
 MAX_BYTES = 1 << 20  # per file; one older file is kept
 PROMPT_HASH_CHARS = 16
+# With VAULTMEM_LOG_PROMPTS=1, the most of a prompt a record keeps (more than is searched of it,
+# search.prompt.MAX_PROMPT_CHARS): a pasted megabyte must not fill the log by itself.
+MAX_KEPT_PROMPT_CHARS = 4000
 
 # Where an injection came from (the `source` of a record).
 CLAUDE_HOOK = "claude-hook"
@@ -42,7 +45,9 @@ class Injection:
     time: str  # ISO 8601, UTC, to the millisecond
     source: str
     vault: str | None
-    prompt_sha256: str  # the first PROMPT_HASH_CHARS hex digits of the prompt's SHA-256
+    # The first PROMPT_HASH_CHARS hex digits of the prompt's SHA-256; None when there was no
+    # prompt (the wrapper's preferences, given before any prompt is typed).
+    prompt_sha256: str | None
     paths: tuple[str, ...]
     chars: int
     prompt: str | None = None  # only with VAULTMEM_LOG_PROMPTS=1
@@ -81,30 +86,29 @@ def make(
         time=stamp,
         source=source,
         vault=vault,
-        prompt_sha256=prompt_hash(prompt),
+        prompt_sha256=prompt_hash(prompt) if prompt else None,
         paths=tuple(paths),
         chars=chars,
-        prompt=prompt if keep_prompt else None,
+        prompt=prompt[:MAX_KEPT_PROMPT_CHARS] if keep_prompt and prompt else None,
     )
 
 
 def append(home: Path, entry: Injection, *, max_bytes: int = MAX_BYTES) -> None:
     """Add `entry` to the log under `home`, rotating it past `max_bytes`. Never raises."""
+    from ..errors import SymlinkRefused
+    from ..files import append_line
+
     path = log_path(home)
     line = json.dumps(entry.to_dict(), ensure_ascii=False).encode("utf-8", "replace") + b"\n"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
-            if path.stat().st_size + len(line) > max_bytes:
-                os.replace(path, path.with_name(LOG_NAME + ".1"))
+            if path.lstat().st_size + len(line) > max_bytes:
+                os.replace(path, path.with_name(LOG_NAME + ".1"))  # renames a link, never follows
         except FileNotFoundError:
             pass
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
-    except OSError as exc:
+        # Never through a symbolic link, the file's or its folder's (files.py).
+        append_line(path, line, below=home)
+    except (OSError, SymlinkRefused) as exc:
         log.warning("cannot write the injection log %s: %s", path, exc)
 
 
@@ -127,12 +131,16 @@ def record(
 def read(home: Path, last: int | None = None) -> list[Injection]:
     """The recorded injections, oldest first (the rotated file, then the current one); the
     `last` ones only when given. Lines that cannot be parsed are passed over."""
+    from ..files import read_regular
+
     path = log_path(home)
     out: list[Injection] = []
     for part in (path.with_name(LOG_NAME + ".1"), path):
         try:
-            raw = part.read_bytes()
+            raw = read_regular(part, below=home)  # a symbolic link: SymlinkRefused
         except OSError:
+            continue
+        if raw is None:
             continue
         for line in raw.decode("utf-8", "replace").splitlines():
             try:
@@ -141,13 +149,17 @@ def read(home: Path, last: int | None = None) -> list[Injection]:
                     Injection(
                         time=str(data["time"]),
                         source=str(data["source"]),
-                        vault=data.get("vault"),
-                        prompt_sha256=str(data["prompt_sha256"]),
+                        vault=_optional_str(data.get("vault")),
+                        prompt_sha256=_optional_str(data.get("prompt_sha256")),
                         paths=tuple(str(p) for p in data.get("paths") or ()),
                         chars=int(data.get("chars") or 0),
-                        prompt=data.get("prompt"),
+                        prompt=_optional_str(data.get("prompt")),
                     )
                 )
             except (ValueError, KeyError, TypeError):
                 continue
     return out[-last:] if last else out
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None else str(value)

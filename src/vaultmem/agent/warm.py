@@ -28,6 +28,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -61,37 +62,46 @@ STATEMENT_TIMEOUT_MS = 10_000
 
 
 class WarmResources:
-    """One open connection per database URL and one embedder per embedding configuration,
-    kept for the life of the process. Not thread-safe: callers hold `lock` around a use."""
+    """Connections per database URL and one embedder per embedding configuration, kept for the
+    life of the process, for callers on several threads at once (the warm service's requests,
+    the MCP server's tools).
+
+    Design decision: nothing is held across a request's work. `lock` guards only the
+    bookkeeping (the idle connections, the embedders) for the time of a dict operation; a
+    connection is leased to one caller at a time (`connection`), another caller gets another
+    one, and it goes back to the idle list afterwards. So a slow request (a huge note's scan
+    in MCP `get`, a statement waiting on a lock) never stalls the others. Embedders do their
+    own locking around the model (one model call at a time), which costs the others a query
+    embedding at most."""
 
     # build_context starts a prompt's query embedding beside its database work (embed.Prefetched).
     prefetch = True
+    # Idle connections kept per database; more callers at once open more, closed when returned.
+    MAX_IDLE = 2
 
     def __init__(self) -> None:
-        import threading
-
-        self.lock = threading.RLock()
-        self._conns: dict[str, tuple[Conn, float]] = {}
+        self.lock = threading.Lock()
+        self._embedder_lock = threading.Lock()  # held while a model loads, apart from `lock`
+        self._idle: dict[str, list[tuple[Conn, float]]] = {}
         self._embedders: dict[tuple[Any, ...], Embedder] = {}
+        self._closed = False
 
     def connection(
         self, settings: Settings, *, start: bool, timeout: int
     ) -> AbstractContextManager[Conn]:
-        """The kept connection for the settings' database (opened now if there is none or it
-        died), as a context manager that keeps it open. Raises like `db.connect`."""
+        """A connection to the settings' database for this caller alone (a kept one, or one
+        opened now), as a context manager that gives it back afterwards. Raises like
+        `db.connect`."""
         from ..store import db
 
         url = db.database_url(settings, start=start)
-        conn = self._checked(url)
+        conn = self._take(url)
         if conn is None:
             conn = db.connect_url(url, timeout=timeout, purpose="vaultmem-warm")
-        self._conns[url] = (conn, time.monotonic())
         return self._lease(url, conn)
 
     @contextmanager
     def _lease(self, url: str, conn: Conn) -> Iterator[Conn]:
-        import threading
-
         from psycopg.pq import TransactionStatus
 
         # The bound on a stuck statement is a cancel request sent from here, not a session
@@ -103,39 +113,43 @@ class WarmResources:
         try:
             yield conn
         except BaseException:
-            self._drop(url)
+            _close(conn)
             raise
         finally:
             watchdog.cancel()
         if conn.closed or conn.broken:
-            self._drop(url)
-        elif conn.info.transaction_status != TransactionStatus.IDLE:
-            conn.rollback()
-
-    def _checked(self, url: str) -> Conn | None:
-        held = self._conns.get(url)
-        if held is None:
-            return None
-        conn, used = held
-        if conn.closed or conn.broken:
-            self._drop(url)
-            return None
-        if time.monotonic() - used > PING_AFTER_SECONDS:
+            return
+        if conn.info.transaction_status != TransactionStatus.IDLE:
             try:
-                conn.execute("SELECT 1")
-                conn.commit()
-            except Exception:  # noqa: BLE001 - a dead connection: open a new one
-                self._drop(url)
-                return None
-        return conn
+                conn.rollback()
+            except Exception:  # noqa: BLE001 - a connection that cannot roll back is dropped
+                _close(conn)
+                return
+        with self.lock:
+            idle = self._idle.setdefault(url, [])
+            if not self._closed and len(idle) < self.MAX_IDLE:
+                idle.append((conn, time.monotonic()))
+                return
+        _close(conn)
 
-    def _drop(self, url: str) -> None:
-        held = self._conns.pop(url, None)
-        if held is not None:
-            try:
-                held[0].close()
-            except Exception:  # noqa: BLE001
-                pass
+    def _take(self, url: str) -> Conn | None:
+        """An idle connection to `url` that still works, or None."""
+        while True:
+            with self.lock:
+                idle = self._idle.get(url)
+                if not idle:
+                    return None
+                conn, used = idle.pop()
+            if conn.closed or conn.broken:
+                continue
+            if time.monotonic() - used > PING_AFTER_SECONDS:
+                try:
+                    conn.execute("SELECT 1")
+                    conn.commit()
+                except Exception:  # noqa: BLE001 - a dead connection: try the next, or open one
+                    _close(conn)
+                    continue
+            return conn
 
     def embedder(self, settings: Settings) -> Embedder:
         from ..embed import get_embedder
@@ -152,13 +166,28 @@ class WarmResources:
         )
         found = self._embedders.get(key)
         if found is None:
-            found = self._embedders[key] = get_embedder(settings)
-            found.keep_warm()  # this process lives long: load once, embed queries fastest
+            with self._embedder_lock:
+                found = self._embedders.get(key)
+                if found is None:
+                    found = get_embedder(settings)
+                    found.keep_warm()  # this process lives long: load once, embed queries fastest
+                    self._embedders[key] = found
         return found
 
     def close(self) -> None:
-        for url in list(self._conns):
-            self._drop(url)
+        with self.lock:
+            self._closed = True
+            held = [c for idle in self._idle.values() for c, _ in idle]
+            self._idle.clear()
+        for conn in held:
+            _close(conn)
+
+
+def _close(conn: Conn) -> None:
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def warm_up(resources: WarmResources) -> str:
@@ -198,6 +227,7 @@ class Service:
         self.cpu_seconds = 0.0  # CPU time (all threads) spent answering them
         self.stopping = False
         self.code = code_signature()
+        self._stats = threading.Lock()
 
     def handle(self, message: bytes) -> tuple[bool, bytes]:
         """One request (header line, then body) -> (ok, reply body or why not)."""
@@ -219,21 +249,24 @@ class Service:
             return False, b"unsupported request"
         self.last_request = began = time.monotonic()
         cpu = time.process_time()
-        with self.resources.lock:
-            try:
-                text = hook_context(
-                    body,
-                    include_memory=b"memory=0" not in words[3:],
-                    resources=self.resources,
-                    source=CLAUDE_HOOK_WARM,
-                )
-            except Exception as exc:  # noqa: BLE001 - fail open, like the cold hook
-                why = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else "error"
-                return False, why.encode("utf-8", "replace")
-            finally:
+        # No lock around the work: requests run side by side (WarmResources leases each its own
+        # connection), so one slow prompt never makes the others fall back to the cold path.
+        try:
+            text = hook_context(
+                body,
+                include_memory=b"memory=0" not in words[3:],
+                resources=self.resources,
+                source=CLAUDE_HOOK_WARM,
+            )
+        except Exception as exc:  # noqa: BLE001 - fail open, like the cold hook
+            why = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else "error"
+            return False, why.encode("utf-8", "replace")
+        finally:
+            with self._stats:
                 self.served += 1
                 self.last_request = time.monotonic()
                 self.busy_seconds += self.last_request - began
+                # The process's CPU time: with requests overlapping it counts theirs too.
                 self.cpu_seconds += time.process_time() - cpu
         # Cleaned here, not in the hook process: terminal.clean's `re` would cost every prompt's
         # start-up several milliseconds.
@@ -257,7 +290,6 @@ def serve(environ: Mapping[str, str] | None = None) -> str:
     VAULTMEM_WARM_IDLE seconds, stopped, or replaced. Returns why it ended."""
     import fcntl
     import signal
-    import threading
 
     ep = endpoint(environ)
     if ep is None:

@@ -93,7 +93,9 @@ def config_file(environ: Mapping[str, str]) -> str:
 def registry_settings(environ: Mapping[str, str]) -> Mapping[str, str]:
     """The registry's `[settings]`, read only when it may set what the client needs."""
     try:
-        with open(config_file(environ), "rb") as fh:
+        # Never through a symbolic link (files.py; vaults.load refuses one the same way).
+        fd = os.open(config_file(environ), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with open(fd, "rb") as fh:
             raw = fh.read()
     except OSError:
         return {}

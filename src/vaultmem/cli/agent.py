@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from ..errors import VaultmemError
-from .base import cli, echo, json_option, print_json
+from .base import cli, display_path, echo, json_option, print_json
 
 
 @cli.group(name="warm")
@@ -75,8 +75,8 @@ def warm_serve() -> None:
     "--vault",
     "vault",
     type=str,
-    help="A registered vault (name or path). Default: the registered vault holding the "
-    "current directory, else VAULTMEM_VAULT, else the default vault.",
+    help="A registered vault (name or path). Default: VAULTMEM_VAULT, else the registered "
+    "vault holding the current directory, else the default vault.",
 )
 def mcp_cmd(vault: str | None) -> None:
     """Run the MCP server on stdio (for Claude Code): tools search, get, recent and status
@@ -111,8 +111,11 @@ def log_cmd(last: int, as_json: bool) -> None:
         echo("no injections recorded", err=True)
         return
     for e in entries:
-        prompt = f" {e.prompt!r}" if e.prompt is not None else ""
-        echo(
-            f"{e.time}  {e.source:<16} {e.vault or '-'}  prompt {e.prompt_sha256}{prompt}  "
-            f"{e.chars} chars  {', '.join(e.paths)}"
+        # One record, one line: every field is shown escaped (a file name holding a newline
+        # or an escape sequence prints as `\n` / `\x1b`, never as a line of its own).
+        prompt = f" {display_path(repr(e.prompt))}" if e.prompt is not None else ""
+        paths = ", ".join(display_path(p) for p in e.paths)
+        click.echo(
+            f"{display_path(e.time)}  {display_path(e.source):<16} {display_path(e.vault or '-')}  "
+            f"prompt {display_path(e.prompt_sha256 or '-')}{prompt}  {e.chars} chars  {paths}"
         )

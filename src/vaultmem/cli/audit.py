@@ -142,7 +142,8 @@ def audit_allow(
     The decision is bound to the file's current version at HEAD: any later edit is scanned
     again (and quarantined if it still hits). It survives `vaultmem rebuild`; undo it with
     `vaultmem audit revoke PATH`. A file whose findings include a credential beyond doubt (a
-    private key, a vendor token) is allowed only after you confirm (or with --yes).
+    private key, a vendor token) is allowed only after you confirm (or with --yes); answering
+    no changes nothing and exits 0.
     """
     from ..errors import ConfirmationRequired
     from ..index import audit
@@ -164,7 +165,14 @@ def audit_allow(
     try:
         outcome = run(yes)
     except ConfirmationRequired as exc:
-        click.confirm(f"{clean(str(exc))}. Index it anyway?", abort=True, err=True)
+        try:
+            confirmed = click.confirm(f"{clean(str(exc))}. Index it anyway?", err=True)
+        except click.Abort:  # no answer at all (end of input, Ctrl-C): the same as no
+            confirmed = False
+        if not confirmed:
+            # A question answered no is not a failure: nothing changed, exit 0.
+            echo("not allowed: nothing changed, it stays quarantined (`--yes` skips the question)")
+            return
         outcome = run(True)
     if isinstance(outcome, audit.BulkAllow):
         if as_json:

@@ -31,7 +31,8 @@ def error(message: str) -> None:
 
 
 def display_path(path: str) -> str:
-    """A path for a human-readable line: one line whatever the name holds."""
+    """A path (or any field of a one-record-per-line listing) for a human-readable line: one
+    line whatever it holds, every control character shown escaped."""
     return clean(path, newlines=False)
 
 
@@ -135,6 +136,29 @@ def cli() -> None:
     schema, indexes your notes and installs git hooks), then commit as usual and launch
     claude through `bin/agent-with-memory`.
     """
+
+
+def say_if_waiting(root: Path) -> None:
+    """Before a command that waits for the vault's writer lock: say so when another process
+    holds it, rather than sit on an empty progress line (stderr; the wait itself is short, a
+    background drainer steps aside after its current batch)."""
+    from ..index.statedir import lock_is_held, read_progress, state_files
+
+    try:
+        files = state_files(root)
+        if not lock_is_held(files.lock):
+            return
+        live = read_progress(root)
+    except (OSError, VaultmemError):
+        return
+    what = (
+        f"the background embedding (pid {live.get('pid')}, {live.get('done')} of "
+        f"{live.get('total')} chunks) steps aside after its current batch"
+        if live
+        else "another ingest of this vault is running (a background one steps aside after its "
+        "current batch, one in a terminal finishes its pass first)"
+    )
+    error(f"waiting for the writer lock: {what} (Ctrl-C leaves everything as it is)")
 
 
 class ProgressBar:

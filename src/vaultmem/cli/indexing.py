@@ -18,6 +18,7 @@ from .base import (
     json_option,
     print_json,
     print_result,
+    say_if_waiting,
     settings_for,
     vault_option,
     vault_root,
@@ -65,6 +66,8 @@ def ingest(
     root = vault_root(vault)
     settings = load_settings(root)
     result: ingest_mod.IngestResult | None
+    if wait or changes_file is not None:
+        say_if_waiting(root)
     with ProgressBar(not as_json) as bar:
         if changes_file is not None:
             result = ingest_mod.apply_changes_file(settings, root, changes_file, embed=not no_embed)
@@ -104,6 +107,7 @@ def rebuild(vault: str | None, no_embed: bool, as_json: bool) -> None:
 
     root = vault_root(vault)
     settings = load_settings(root)
+    say_if_waiting(root)
     with ProgressBar(not as_json) as bar:
         result = ingest_mod.rebuild(settings, root, embed=not no_embed, progress=bar)
     print_result(result, as_json)
@@ -121,7 +125,7 @@ def gc(as_json: bool) -> None:
     settings = settings_for()
     with db.connect(settings, start=writer_start(settings)) as conn:
         db.require_schema(conn)
-        with conn.transaction():
+        with store.write_transaction(conn):
             removed = store.collect_garbage(conn)
     if as_json:
         print_json(removed)
@@ -263,6 +267,10 @@ def _embedding_line(v: VaultStatus) -> str:
         return line
     run = v.last_run or {}
     embedded, secs = run.get("embedded") or 0, run.get("embed_seconds") or 0
+    if v.ingest_running:
+        # A writer holds the lock but has not reported embedding progress: its text pass (a
+        # hook's catch-up, `ingest`, `rebuild`) comes first, the vectors next.
+        return line + "; an ingest is running (text first, then these vectors)"
     if backlog:
         line += "; no drainer is running: `vaultmem ingest` (or the next commit) resumes it"
         if embedded and secs:

@@ -76,11 +76,15 @@ def query_cmd(
     relevance gate drops notes without enough evidence (VAULTMEM_GATE moves it; --explain shows
     what it dropped and why). Content-free prompts ("ok continue", "好的繼續") return nothing.
     """
+    from ..agent.claude_hook import quiet_openmp
     from ..embed import get_embedder
     from ..search import GATE_WINDOW, fusion_for, retrieve
     from ..store import db
     from ..vaults import NO_VAULT_HINT
 
+    # One query to embed, as the hook embeds it: OpenMP threads that spin between parallel
+    # regions cost this command twice the hook's CPU for the same search (see claude_hook.py).
+    quiet_openmp()
     entry = reading_vault(vault)
     if entry is None:
         from ..errors import ConfigError
@@ -249,9 +253,10 @@ def context_cmd(
     """Print the context block for TEXT: preferences, then relevant notes, fenced as data.
 
     This is exactly what the agent receives. Prints nothing when there is nothing relevant.
-    Reads the registered vault holding the current directory, else the default vault
-    (`vaultmem vaults list`); with no vault registered, only your own preferences file. Why
-    something was not loaded (a quarantined MEMORY.md, no vault) goes to stderr.
+    Reads VAULTMEM_VAULT, else the registered vault holding the current directory, else the
+    default vault (`vaultmem vaults list`); with no vault registered, only your own
+    preferences file. Why something was not loaded (a quarantined MEMORY.md, no vault) goes
+    to stderr.
     """
     from ..agent import context
     from ..agent.claude_hook import quiet_openmp

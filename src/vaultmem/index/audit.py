@@ -228,7 +228,7 @@ def _decide_many(
     files = statedir.state_files(root)
     result = ingest.IngestResult(mode=ingest.RunMode.REVIEW)
     decisions: list[Decision] = []
-    with statedir.writer(files, wait=True) as w:
+    with statedir.writer(files, wait=True, foreground=True) as w:
         assert w is not None  # a waiting writer always gets the lock
         conn.commit()  # the passes below manage their own transactions
         ing = ingest.Ingester(settings, conn, vault, embedder=embedder)

@@ -171,10 +171,11 @@ def start_catch_up(root: Path, config: Path | None = None) -> bool:
     """Start the catch-up a git hook would (detached, low priority, logged under .git);
     True if it was started. Never raises: a reader must not fail for it."""
     try:
+        from ..files import open_regular
         from .statedir import lock_is_held, state_files
 
         files = state_files(root)
-        files.pending.touch()
+        files.mark_pending()
         # A running ingester sees the pending mark and loops: do not start a second Python.
         if lock_is_held(files.lock):
             return False
@@ -182,7 +183,8 @@ def start_catch_up(root: Path, config: Path | None = None) -> bool:
         if config is not None:
             cmd += ["--config", os.fspath(config)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        with open(files.log, "ab") as log:
+        log_fd = open_regular(files.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with open(log_fd, "ab") as log:
             subprocess.Popen(
                 cmd,
                 cwd=root,

@@ -73,6 +73,9 @@ def render_block(command: str, config: Path | None = None, hook: str = "post-com
 {read_stdin}if {_guard(hook)}; then
 if [ -d .git ]; then vaultmem_dir=.git/vaultmem
 else vaultmem_dir=$(git rev-parse --absolute-git-dir 2>/dev/null)/vaultmem; fi
+# Nothing is written through a symbolic link (`vaultmem status` names a linked state file).
+if [ -h "$vaultmem_dir" ] || [ -h "$vaultmem_dir/pending" ] || [ -h "$vaultmem_dir/starting" ] ||
+  [ -h "$vaultmem_dir/ingest.log" ]; then :; else
 [ -d "$vaultmem_dir" ] || (umask 077; mkdir -p "$vaultmem_dir") 2>/dev/null
 # Mark a pass as needed. An ingester holding the lock sees the mark and loops, so a burst of
 # commits starts one Python process, not one per commit (each would slow the next commits).
@@ -93,6 +96,7 @@ then
   # priority (nice and autogroup) before it embeds, the long part that must not slow anything.
   ( $vaultmem_detach nohup {command} ingest --from-hook{config_arg} \\
       >>"$vaultmem_dir/ingest.log" 2>&1 </dev/null & ) >/dev/null 2>&1
+fi
 fi
 fi
 true
@@ -179,9 +183,21 @@ def _read(path: Path) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    if not path.exists() or _read(path) != text:
-        path.write_text(text, encoding="utf-8", errors="surrogateescape")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    """Replace the hook `path` with `text`, executable, atomically (a commit running meanwhile
+    sees the old hook or the new one); never through a symbolic link (a linked hook whose
+    target would change is refused: it may be a committed script)."""
+    from ..files import atomic_write
+
+    old = path.lstat() if os.path.lexists(path) else None
+    if old is not None and not stat.S_ISLNK(old.st_mode) and _read(path) == text:
+        if old.st_mode & _EXEC != _EXEC:
+            path.chmod(old.st_mode | _EXEC)
+        return
+    mode = (stat.S_IMODE(old.st_mode) if old is not None else 0o644) | _EXEC
+    atomic_write(path, text.encode("utf-8", "surrogateescape"), mode=mode)
+
+
+_EXEC = stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
 
 
 def _is_empty_script(text: str) -> bool:
@@ -253,7 +269,7 @@ def uninstall(repo: Path) -> list[Path]:
             else:
                 path.unlink()
         else:
-            path.write_text(rest, encoding="utf-8", errors="surrogateescape")  # old layout
+            _write(path, rest)  # old layout
         removed.append(path)
     return removed
 

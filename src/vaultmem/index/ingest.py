@@ -47,7 +47,7 @@ from . import gitdiff, markdown
 from .decision import decide
 from .lease import VaultLease
 from .paths import display_path, storable
-from .statedir import ProgressFile, Writer, state_files, writer
+from .statedir import ProgressFile, Writer, state_files, wait_until_let_in, writer
 from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage_path
 
 BATCH_FILES = 50  # files per transaction: small enough that a crash loses little work
@@ -252,6 +252,7 @@ class Ingester:
             if ch.status in ("A", "M", "T", "R", "C"):
                 ops.append(("upsert", ch))
         total = len(ops)
+        moved: dict[str, str | None] = {}  # renamed notes: new path -> the blob it had before
         with gitdiff.BlobReader(self.root) as reader:
             for start in range(0, total, BATCH_FILES):
                 with self.writing():
@@ -270,10 +271,17 @@ class Ingester:
                                 store.delete_path(self.conn, vid, ch.old_path)
                             if prior is not None:
                                 result.renamed += 1
+                                moved[ch.path] = prior.blob_sha
                         else:
                             assert ch.blob is not None
                             entry = gitdiff.TreeEntry(ch.path, ch.mode, ch.blob)
+                            added = result.added
                             self.apply_entry(reader, result, entry, commit, known.get(ch.path))
+                            if ch.path in moved and result.added > added:
+                                # A rename already counted as one: its new path is not also
+                                # "added" (nor "updated", unless its content changed too).
+                                result.added -= 1
+                                result.updated += int(moved[ch.path] != ch.blob)
                 self.progress("index", min(start + BATCH_FILES, total), total)
 
     def reconcile(
@@ -345,7 +353,7 @@ class Ingester:
         while True:
             if should_pause() or (limit is not None and done >= limit):
                 break
-            with self.conn.transaction():
+            with store.write_transaction(self.conn):
                 step = embed_claimed(
                     self.conn, self.embedder, batch, vault_ids=[vid], models=[model]
                 )
@@ -452,8 +460,7 @@ def open_index(
 
         start_db = not server.stopped_on_purpose(settings.home)
     conn = db.connect(settings, start=start_db, purpose="vaultmem-ingest")
-    if db.schema_version(conn) != db.SCHEMA_VERSION:
-        db.apply_schema(conn)
+    db.apply_schema(conn)  # two catalog reads when current: no lock another vault waits for
     conn.commit()
     if settings.shared is not None:
         vault = db.register_shared_vault(conn, settings.shared, root)
@@ -479,7 +486,7 @@ def _record(ing: Ingester, result: IngestResult, started: float) -> None:
     }
     with contextlib.suppress(psycopg.Error):
         ing.conn.rollback()
-        with ing.conn.transaction():
+        with store.write_transaction(ing.conn):
             store.set_last_run(ing.conn, ing.vault.id, outcome)
 
 
@@ -586,10 +593,10 @@ def catch_up(
     `background` (git hooks, the drainer) the process lowers its priority once the text is in,
     before it embeds."""
     files = state_files(root)
-    files.pending.touch()
+    files.mark_pending()
     last: IngestResult | None = None
     while True:
-        with writer(files, wait=wait) as w:
+        with writer(files, wait=wait, foreground=not background) as w:
             files.starting.unlink(missing_ok=True)  # a hook may start another one again
             if w is None:
                 return last
@@ -603,10 +610,15 @@ def catch_up(
                 start_db=start_db,
                 background=background,
             )
+            stepped_aside = background and w.waited_for()
             # A trigger may mark "pending" after our last check but before we release.
-            if not w.pending():
+            if not stepped_aside and not w.pending():
                 return last
         wait = False
+        if stepped_aside:
+            # A foreground command (rebuild, init, audit) waits: let it in, carry on after it.
+            wait_until_let_in(files)
+            wait = True
 
 
 def _run_passes(
@@ -654,11 +666,18 @@ def _run_passes(
                         store.set_chunker(conn, vault.id, chunker)
                     rechunked = True
             if not embed:
+                # Text only (init's first pass): the summary says what the vectors still need.
+                total.backlog = store.backlog_size(conn, vault.id, ing.embedder.model_id)
+                conn.commit()
                 break
             if background:
                 lower_priority()  # the text is in; embedding must not slow the next commit
-            # Pause embedding whenever a new commit arrives, so its text is searchable at once.
-            if ing.drain_backlog(total, should_pause=w.pending):
+            # Pause embedding whenever a new commit arrives, so its text is searchable at once;
+            # a background run also steps aside for a command waiting in the foreground.
+            pause = (lambda: w.pending() or w.waited_for()) if background else w.pending
+            if ing.drain_backlog(total, should_pause=pause):
+                break
+            if background and w.waited_for():
                 break
             if not w.pending():
                 break
@@ -714,7 +733,7 @@ def rebuild(
 ) -> IngestResult:
     """Re-derive every row from HEAD, delete everything stale; resumable, reuses cached vectors."""
     files = state_files(root)
-    with writer(files, wait=True) as w:
+    with writer(files, wait=True, foreground=True) as w:
         assert w is not None  # a waiting writer always gets the lock
         result = _run_passes(
             settings, root, w, embed=embed, progress=progress, embedder=embedder, rebuild=True
@@ -725,23 +744,6 @@ def rebuild(
         if more is not None:
             _merge(result, more)
             result.backlog = more.backlog
-    return result
-
-
-def sample_embedding_rate(
-    settings: Settings, root: Path, *, embedder: Embedder | None = None
-) -> IngestResult:
-    """Embed a first few backlog chunks (two small batches, kept) to measure the rate: what
-    `init` bases its ETA on before leaving the rest to a background drainer."""
-    files = state_files(root)
-    with writer(files, wait=True):
-        conn, vault = open_index(settings, root)
-        try:
-            ing = Ingester(settings, conn, vault, embedder=embedder)
-            result = IngestResult(mode=RunMode.CURRENT)
-            ing.drain_backlog(result, limit=2 * FIRST_BATCH)
-        finally:
-            conn.close()
     return result
 
 
@@ -760,7 +762,7 @@ def apply_changes_file(
     raw = changes_file.read_bytes()
     changes = gitdiff.parse_diff_tree(raw)
     files = state_files(root)
-    with writer(files, wait=True):
+    with writer(files, wait=True, foreground=True):
         started = time.monotonic()
         conn, vault = open_index(settings, root)
         ing = Ingester(settings, conn, vault, embedder=embedder)

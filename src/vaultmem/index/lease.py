@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+from .. import store
 from ..errors import VaultmemError
 from ..store import db, leases
 
@@ -91,7 +92,7 @@ class VaultLease:
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
         """One write transaction of the vault's index, the lease renewed (and checked) first."""
-        with self.conn.transaction():
+        with store.write_transaction(self.conn):
             if self.held:
                 leases.renew(self.conn, self.vault.id, self.who, self.seconds)
             yield

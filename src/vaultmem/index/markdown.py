@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from ..text import WIDE_CHAR_WEIGHT, text_size
 from .lexical import TOKENISER_ID, WIDE_CHAR_RE, lexeme_text
 
 SKIP_TOO_LARGE = "too-large"
@@ -364,21 +365,8 @@ def _scan(lines: list[str]) -> _Scan:
 # --- chunking -------------------------------------------------------------------------------
 
 
-# Chunks are sized for the embedder, whose window is counted in tokens: with multilingual-e5's
-# tokenizer English runs about four characters per token and Chinese about 1.3 (punctuation
-# included), so a CJK character counts three times. Measured on SciFact and CMRC text, tokens
-# per unit stay below 0.33, so the default budget of 1,500 fits e5's 512-token window in either
-# script instead of losing a chunk's tail to truncation. Not so for code and symbol-dense text
-# (JSON, number tables, hashes: 0.3-0.6 tokens per unit, bench/chunk_window.py): their chunks
-# can lose a tail from the vector, though full-text search still has all of it.
-WIDE_CHAR_WEIGHT = 3
-
-
-def text_size(text: str) -> int:
-    """A chunk's size in the units of VAULTMEM_MAX_CHUNK_CHARS (a CJK character counts 3)."""
-    if text.isascii():
-        return len(text)
-    return len(text) + (WIDE_CHAR_WEIGHT - 1) * len(WIDE_CHAR_RE.findall(text))
+# Chunks are sized for the embedder in text.text_size's units (a CJK character counts three):
+# the default budget of 1,500 fits e5's 512-token window in either script (see text.py).
 
 
 def _clean(text: str) -> str:

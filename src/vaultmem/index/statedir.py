@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ import portalocker
 
 from ..dburl import redact_url
 from ..errors import VaultmemError
-from ..files import atomic_write
+from ..files import atomic_write, open_regular, read_regular, refusal, touch
 from ..terminal import clean
 from . import gitdiff
 
@@ -54,14 +55,29 @@ class StateFiles:
         """Set by a git hook that started an ingester, until that ingester holds the lock."""
         return self.dir / "starting"
 
+    @property
+    def waiting(self) -> Path:
+        """Set by a command in the foreground (rebuild, init, audit) while it waits for the lock:
+        a background run steps aside for it (`Writer.waited_for`)."""
+        return self.dir / "waiting"
+
+    def mark_pending(self) -> None:
+        """Ask the writer for another pass (never through a symbolic link)."""
+        touch(self.pending)
+
 
 def state_files(root: Path) -> StateFiles:
     """The vault's state folder under .git, private to its owner (0700): the log names notes
-    and errors, and nobody else on the machine has any business reading it."""
+    and errors, and nobody else on the machine has any business reading it. Its files are
+    never read or written through a symbolic link (files.py); a linked folder is refused."""
     d = gitdiff.git_dir(root) / "vaultmem"
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        d.mkdir(mode=0o700, parents=True)
+    st = d.lstat()
+    if stat.S_ISLNK(st.st_mode):
+        raise refusal(d, "remove the link; vaultmem recreates the folder")
     with contextlib.suppress(OSError):  # a folder we do not own is left as it is
-        if d.stat().st_mode & 0o077:
+        if st.st_mode & 0o077:
             d.chmod(0o700)
     return StateFiles(d)
 
@@ -74,7 +90,8 @@ def hold_lock(path: Path, *, wait: bool) -> Iterator[bool]:
     """Hold the exclusive lock on `path` for the block: yields True once it is held (waiting
     for it if `wait`), False at once, holding nothing, when another process has it and `wait`
     is False."""
-    fh = open(path, "a")  # noqa: SIM115 - closed below, after unlocking
+    fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fh = open(fd, "a")  # noqa: SIM115 - closed below, after unlocking
     flags = portalocker.LockFlags.EXCLUSIVE
     if not wait:
         flags |= portalocker.LockFlags.NON_BLOCKING
@@ -111,7 +128,7 @@ class Writer:
     def take_pending(self) -> bool:
         """True if a pass was requested since the last take; clears the request."""
         try:
-            self.files.pending.unlink()
+            self.files.pending.unlink()  # removes a link itself, never what it points to
         except FileNotFoundError:
             return False
         return True
@@ -119,15 +136,64 @@ class Writer:
     def pending(self) -> bool:
         return self.files.pending.exists()
 
+    def waited_for(self) -> bool:
+        """True while a foreground command waits for the lock: a background drainer finishes
+        its batch and lets it in (the embedding goes on after it, or by it)."""
+        return _waiter(self.files) is not None
+
 
 @contextlib.contextmanager
-def writer(files: StateFiles, *, wait: bool) -> Iterator[Writer | None]:
+def writer(files: StateFiles, *, wait: bool, foreground: bool = False) -> Iterator[Writer | None]:
     """Hold the vault's writer lock; yields None at once if it is taken and `wait` is False.
 
     The one entry to the write path: ingest, rebuild, a saved changes file and audit decisions
-    all run under it."""
-    with hold_lock(files.lock, wait=wait) as held:
-        yield Writer(files) if held else None
+    all run under it. A `foreground` writer that has to wait says so (the `waiting` mark), and
+    a background drainer holding the lock steps aside for it at its next batch."""
+    announced = False
+    if wait and foreground:
+        with hold_lock(files.lock, wait=False) as held:
+            free = held
+        if not free:
+            with contextlib.suppress(OSError, VaultmemError):
+                atomic_write(files.waiting, str(os.getpid()))
+                announced = True
+    try:
+        with hold_lock(files.lock, wait=wait) as held:
+            if announced:
+                _drop_waiting(files)
+                announced = False
+            yield Writer(files) if held else None
+    finally:
+        if announced:
+            _drop_waiting(files)
+
+
+def _waiter(files: StateFiles) -> int | None:
+    """The pid of a live process (not this one) waiting for the lock, else None."""
+    try:
+        raw = read_regular(files.waiting, limit=32)
+        pid = int(raw or b"")
+        if pid == os.getpid():
+            return None
+        os.kill(pid, 0)
+    except (OSError, ValueError, VaultmemError):
+        return None
+    return pid
+
+
+def _drop_waiting(files: StateFiles) -> None:
+    """Remove the waiting mark if it is this process's (another waiter may have replaced it)."""
+    with contextlib.suppress(OSError, ValueError, VaultmemError):
+        if int(read_regular(files.waiting, limit=32) or b"") == os.getpid():
+            files.waiting.unlink()
+
+
+def wait_until_let_in(files: StateFiles, limit: float = 30.0) -> None:
+    """After stepping aside: give the waiting writer the time to take the lock (its mark goes
+    when it has), so this process does not win the lock straight back."""
+    deadline = time.monotonic() + limit
+    while _waiter(files) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 # --- what other processes read: progress and the hook log ---------------------------------------
@@ -160,7 +226,7 @@ class ProgressFile:
             "rate": rate,
             "finished": final,
         }
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, VaultmemError):  # a linked file: not written
             atomic_write(self.path, json.dumps(data))
 
     def finish(self) -> None:
@@ -172,7 +238,10 @@ def read_progress(root: Path) -> dict[str, Any] | None:
     """The running drainer's progress (see ProgressFile), or None if no drainer is alive."""
     try:
         path = gitdiff.git_dir(root) / "vaultmem" / "progress.json"
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_regular(path, below=path.parent.parent)
+        if raw is None:
+            return None
+        data = json.loads(raw.decode("utf-8"))
         os.kill(int(data["pid"]), 0)  # alive?
     except (OSError, ValueError, KeyError, TypeError, VaultmemError):
         return None
@@ -181,11 +250,32 @@ def read_progress(root: Path) -> dict[str, Any] | None:
     return data
 
 
-def log_line(files: StateFiles, message: str) -> None:
+def wait_for_rate(root: Path, limit: float, grace: float = 5.0) -> dict[str, Any] | None:
+    """The running drainer's progress once it has measured its rate (chunks/s), waiting up to
+    `limit` seconds; None when it finished first, when none holds the lock `grace` seconds
+    on (a drainer just started takes a moment to), or when no rate came in time."""
+    now = time.monotonic()
+    deadline, grace_ends = now + limit, now + grace
+    seen = False
+    while time.monotonic() < deadline:
+        live = read_progress(root)
+        if live is not None:
+            seen = True
+            if live.get("rate"):
+                return live
+        elif seen:
+            return None  # it reported progress, and reports none now: it is done
+        elif time.monotonic() > grace_ends and not lock_is_held(state_files(root).lock):
+            return None  # no drainer at all (or one that finished before reporting)
+        time.sleep(0.2)
+    return None
+
+
+def log_line(state: StateFiles, message: str) -> None:
     """Append one line to the hook log (0600): passwords hidden, control characters escaped."""
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     line = clean(redact_url(message), newlines=False)
-    fd = os.open(files.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = open_regular(state.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     with contextlib.suppress(OSError):
         os.fchmod(fd, 0o600)  # the hook's shell may have created it with the umask's mode
     with os.fdopen(fd, "a", encoding="utf-8") as f:

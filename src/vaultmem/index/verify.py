@@ -24,7 +24,7 @@ from .decision import decide
 from .ingest import open_index
 from .markdown import chunker_signature
 from .paths import display_path, storable
-from .statedir import read_progress
+from .statedir import lock_is_held, read_progress, state_files
 from .triage import MAX_PATH_BYTES, Ignore, Index, Quarantine, Rules, Skip, triage_path
 
 
@@ -233,6 +233,9 @@ class VaultStatus:
     # A background drainer's live progress: pid, done, total, rate (chunks/s), started_at.
     embedding_progress: dict[str, Any] | None = None
     ignored_vault_env: list[str] = field(default_factory=list)  # names its .env may not set
+    # Some process holds the vault's writer lock (an ingest, a hook's catch-up, a rebuild),
+    # whether or not it has started embedding yet.
+    ingest_running: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -274,6 +277,7 @@ def vault_status(conn: db.Conn, stats: dict[str, Any]) -> VaultStatus:
         out.skipped_files += unrecordable_skips(settings, root, tree)
         out.hook_log_last = _last_line(gitdiff.git_dir(root) / "vaultmem" / "ingest.log")
         out.embedding_progress = read_progress(root)
+        out.ingest_running = lock_is_held(state_files(root).lock)
         out.configured_model_id = get_embedder(settings).model_id
         out.rechunk_due = store.state(conn, out.id).rechunk_due(
             chunker_signature(settings.max_chunk_chars)

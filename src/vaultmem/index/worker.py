@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import store
 from ..config import Settings
 from ..embed import Embedder, embedder_for_model
 from ..errors import ConfigError
@@ -132,7 +133,7 @@ class Worker:
                 models = self.models()
                 step = None
                 if models:
-                    with self.conn.transaction():
+                    with store.write_transaction(self.conn):
                         step = embed_claimed(
                             self.conn,
                             self.embedder_for,

@@ -5,9 +5,12 @@ nothing), its full-text terms (`search_terms`: CJK-aware tokens from `index.lexi
 words left out), the script it is written in (`script_of`, for cross-language fusion and the
 gate's per-language noise ceilings) and the tsquery text that quotes terms safely.
 
-Design decision: the content-free check is the first decision every search path takes, and the
-hook takes it before it opens the database or loads a model; `Prompt` carries that decision
-with the text, so the search it then runs does not repeat it.
+Design decisions: the content-free check is the first decision every search path takes, and
+the hook takes it before it opens the database or loads a model; `Prompt` carries that decision
+with the text, so the search it then runs does not repeat it. Only a prompt's first
+MAX_PROMPT_CHARS (one embedding window) are analysed, embedded and searched: the work per
+prompt is bounded whatever was pasted (a 5 MB prompt kept the regular expressions busy for
+seconds, past the hook's time limit, and a question is asked in far fewer characters).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .. import store
 from ..index.lexical import STEMMER, query_tokens
 from ..text import CJK_RE as _CJK_RE
 from ..text import CJK_RUN_RE as _CJK_RUN_RE
+from ..text import WIDE_CHAR_RE, WIDE_CHAR_WEIGHT, text_size
 
 if TYPE_CHECKING:
     from ..store.db import Conn
@@ -72,6 +76,27 @@ _LATIN_LETTERS_RE = re.compile(r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff]+")
 _ALNUM_RE = re.compile(r"[^\W_]+")
 
 
+# The prefix of a prompt that is analysed and searched, in text.text_size's units (a CJK
+# character counts three): one chunk's worth, so one embedding window in any script. A longer
+# prompt is a paste around a question; embedding more windows of it would cost the hook (and
+# every prompt the warm service answers meanwhile) for no better notes.
+MAX_PROMPT_CHARS = 1500
+
+
+def bounded(text: str) -> str:
+    """The part of a prompt that is analysed and searched: its longest prefix of at most
+    MAX_PROMPT_CHARS units (characters; a CJK one counts three)."""
+    cut = text[:MAX_PROMPT_CHARS]
+    if cut.isascii() or text_size(cut) <= MAX_PROMPT_CHARS:
+        return cut
+    size = 0
+    for i, ch in enumerate(cut):
+        size += WIDE_CHAR_WEIGHT if WIDE_CHAR_RE.match(ch) else 1
+        if size > MAX_PROMPT_CHARS:
+            return cut[:i]
+    return cut
+
+
 def _norm(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
@@ -80,9 +105,10 @@ def is_content_free(prompt: str) -> bool:
     """True for prompts with nothing to search for: acknowledgements, "go on", emoji, "?".
 
     Filler phrases ("ok", "continue", "好的", "繼續"...) and stop words are removed; what is left
-    must hold a word of 2+ letters or digits ("k8s", "42") or 2+ CJK characters.
+    must hold a word of 2+ letters or digits ("k8s", "42") or 2+ CJK characters. Decided on
+    the prompt's first MAX_PROMPT_CHARS characters (`bounded`).
     """
-    text = _FILLER_RE.sub(" ", _norm(prompt))
+    text = _FILLER_RE.sub(" ", _norm(bounded(prompt)))
     for word in _ALNUM_RE.findall(text):
         if not _CJK_RE.search(word) and len(word) >= 2 and word not in STOPWORDS:
             return False
@@ -138,13 +164,15 @@ def tsquery_text(terms: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class Prompt:
-    """A prompt's text with the content-free decision taken on it (`Prompt.of`), once."""
+    """A prompt's text (its first MAX_PROMPT_CHARS: what is embedded and searched) with the
+    content-free decision taken on it (`Prompt.of`), once."""
 
     text: str
     content_free: bool
 
     @classmethod
     def of(cls, text: str) -> Prompt:
+        text = bounded(text)
         return cls(text, is_content_free(text))
 
     @classmethod

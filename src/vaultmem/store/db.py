@@ -3,26 +3,38 @@
 The schema lives in one file, `schema.sql` at the repository root (packaged alongside this module),
 and is idempotent. Upgrades from older layouts are plain functions in `migrations.py`, applied in
 order under an advisory lock so concurrent `init`s cannot race.
+
+Design decision: applying the schema must be safe while other vaults of the same database
+ingest. A database already at this version, with this very schema.sql (its fingerprint is
+recorded on the `vaultmem_schema` table), is left alone: no DDL, no lock. Only an upgrade runs
+DDL, and it first waits for the writers in flight (`locks.hold_schema_for_upgrade`; every
+write takes the same key shared), then takes each table lock with a short `lock_timeout`, so
+a reader holding a table makes it retry rather than deadlock.
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import DictRow, dict_row
 
 from ..config import Settings
 from ..dburl import redact_url
-from ..errors import DatabaseUnavailable, SchemaError
-from . import migrations, server
+from ..errors import ConfigError, DatabaseUnavailable, SchemaError
+from . import locks, migrations, server
 from .migrations import schema_sql
 
 SCHEMA_VERSION = migrations.CURRENT_VERSION
-_LOCK_KEY = 0x7661756C  # "vaul": serialises schema changes across processes
+# An upgrade waits this long for one table lock (below PostgreSQL's 1 s deadlock_timeout, so it
+# gives up before a reader it waits for would be cancelled), then retries, for UPGRADE_PATIENCE.
+UPGRADE_LOCK_TIMEOUT_MS = 250
+UPGRADE_PATIENCE_SECONDS = 120.0
 
 Conn = psycopg.Connection[DictRow]  # what connect() returns: rows are dicts
 
@@ -65,6 +77,13 @@ def connect_url(url: str, *, timeout: int = 5, purpose: str = "vaultmem") -> Con
             prepare_threshold=None,
             application_name=purpose,
         )
+    except psycopg.ProgrammingError as exc:
+        # libpq could not parse the URL; its message quotes the offending part, which may be
+        # the password itself ("unexpected spaces found in ..."): say why in our words only.
+        raise ConfigError(
+            f"the database URL {redact_url(url)} cannot be used: {unparsable_because(exc)}; "
+            "fix VAULTMEM_DATABASE_URL (or the vault's registration: `vaultmem vaults list`)"
+        ) from None
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(
             f"cannot reach the database at {redact_url(url)}: check that it is running "
@@ -73,6 +92,22 @@ def connect_url(url: str, *, timeout: int = 5, purpose: str = "vaultmem") -> Con
     if _has_vector(conn):
         _register_vector(conn)
     return conn
+
+
+def unparsable_because(exc: Exception) -> str:
+    """Why libpq rejected a connection string, without quoting any of it."""
+    text = str(exc)
+    if "unexpected spaces" in text:
+        return "it holds a space (write each space in the password as %20)"
+    if 'missing "="' in text:
+        return "a key=value item has no `=` (put a value that holds spaces in single quotes)"
+    if "percent-encoded" in text:
+        return "a `%` does not start a %XX escape (write % itself as %25)"
+    if "query parameter" in text:
+        return "it has a `?name=` parameter libpq does not know"
+    if "IPv6" in text or '"]"' in text:
+        return "a `[` of an IPv6 address has no `]`"
+    return "libpq cannot parse it"
 
 
 def _has_vector(conn: Conn) -> bool:
@@ -143,18 +178,73 @@ def check_pgvector(conn: Conn) -> str:
     return version
 
 
+def schema_fingerprint() -> str:
+    """What this vaultmem's schema is: its version and a digest of schema.sql (a schema.sql
+    that changed without a new migration still counts as a change)."""
+    digest = hashlib.sha256(schema_sql().encode("utf-8")).hexdigest()[:16]
+    return f"vaultmem schema {SCHEMA_VERSION} sha256:{digest}"
+
+
+def _recorded_fingerprint(conn: Conn) -> str | None:
+    row = conn.execute(
+        "SELECT obj_description(to_regclass('vaultmem_schema'), 'pg_class') AS d"
+    ).fetchone()
+    return row["d"] if row else None
+
+
+def schema_is_current(conn: Conn) -> bool:
+    """True when the database holds exactly this vaultmem's schema (version and schema.sql).
+    Reads two catalog rows; takes no lock a writer would wait for."""
+    current = schema_version(conn) == SCHEMA_VERSION and (
+        _recorded_fingerprint(conn) == schema_fingerprint()
+    )
+    conn.commit()
+    return current
+
+
 def apply_schema(conn: Conn) -> list[int]:
-    """Bring the schema to SCHEMA_VERSION. Returns the versions applied (empty if current)."""
-    check_pgvector(conn)
+    """Bring the schema to SCHEMA_VERSION. Returns the versions applied (empty if current).
+
+    Current already (the common case: `init` of another vault, every ingest): nothing runs
+    but two reads. Otherwise the upgrade waits for the writers in flight, then applies the
+    migrations and schema.sql in one transaction, retried while a table is busy."""
+    check_pgvector(conn)  # catalog reads only, unless the extension is missing
+    if schema_is_current(conn):
+        _register_vector(conn)
+        return []
+    deadline = time.monotonic() + UPGRADE_PATIENCE_SECONDS
+    pause = 0.1
+    while True:
+        try:
+            applied = _upgrade(conn)
+            break
+        except psycopg.errors.LockNotAvailable:
+            conn.rollback()
+            if time.monotonic() > deadline:
+                raise DatabaseUnavailable(
+                    "the schema upgrade could not get its tables: other vaultmem processes "
+                    "kept them busy; run `vaultmem init` again"
+                ) from None
+            time.sleep(pause)
+            pause = min(2.0, pause * 2)
+    _register_vector(conn)
+    return applied
+
+
+def _upgrade(conn: Conn) -> list[int]:
     try:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            # Writers first: every index write holds this key shared (locks.write_transaction).
+            locks.hold_schema_for_upgrade(conn)
             current = schema_version(conn)
             if current > SCHEMA_VERSION:
                 raise SchemaError(
                     f"the database schema is version {current}, newer than this vaultmem "
                     f"understands ({SCHEMA_VERSION}): upgrade vaultmem"
                 )
+            if current == SCHEMA_VERSION and _recorded_fingerprint(conn) == schema_fingerprint():
+                return []  # another process upgraded it while this one waited
+            conn.execute(f"SET LOCAL lock_timeout = {UPGRADE_LOCK_TIMEOUT_MS}")
             applied: list[int] = []
             for version, step in migrations.MIGRATIONS:
                 if version > current:
@@ -167,6 +257,11 @@ def apply_schema(conn: Conn) -> list[int]:
                         (version,),
                     )
                     applied.append(version)
+            conn.execute(
+                sql.SQL("COMMENT ON TABLE vaultmem_schema IS {}").format(
+                    sql.Literal(schema_fingerprint())
+                )
+            )
     except psycopg.errors.FeatureNotSupported as exc:
         raise SchemaError(f"the database cannot install pgvector: {exc}") from exc
     except psycopg.errors.UndefinedFile as exc:
@@ -179,7 +274,6 @@ def apply_schema(conn: Conn) -> list[int]:
             f"this role may not upgrade vaultmem's schema ({str(exc).splitlines()[0]}): run "
             "`vaultmem init` once as the role that owns vaultmem's tables"
         ) from exc
-    _register_vector(conn)
     return applied
 
 
@@ -233,7 +327,7 @@ def register_vault(conn: Conn, root: Path, *, installation: str | None = None) -
     this path is claimed instead, so an upgrade keeps its index."""
     root = root.resolve()
     inst = _installation(installation)
-    with conn.transaction():
+    with locks.write_transaction(conn):
         conn.execute(
             f"""
             UPDATE vaults SET installation = %(i)s
@@ -270,7 +364,7 @@ def register_shared_vault(conn: Conn, name: str, root: Path) -> Vault:
 
     root = root.resolve()
     try:
-        with conn.transaction():
+        with locks.write_transaction(conn):
             row = conn.execute(
                 f"""
                 INSERT INTO vaults (root, name, shared) VALUES (%(r)s, %(n)s, true)
@@ -319,7 +413,9 @@ def find_shared_vault(conn: Conn, name: str) -> Vault | None:
 
 
 def delete_vault(conn: Conn, root: Path, *, installation: str | None = None) -> None:
-    """Delete this installation's vault at `root` and, by cascade, every row of its index."""
+    """Delete this installation's vault at `root` and, by cascade, every row of its index (in
+    the caller's transaction, after any schema upgrade in progress, like every write)."""
+    locks.hold_schema_for_writing(conn)
     conn.execute(
         "DELETE FROM vaults WHERE NOT shared AND root = %s"
         " AND (installation = %s OR installation IS NULL)",
@@ -329,6 +425,7 @@ def delete_vault(conn: Conn, root: Path, *, installation: str | None = None) -> 
 
 def delete_shared_vault(conn: Conn, name: str) -> bool:
     """Delete the shared vault `name` (its owner only) and every row of its index."""
+    locks.hold_schema_for_writing(conn)
     return conn.execute("DELETE FROM vaults WHERE shared AND name = %s", (name,)).rowcount > 0
 
 
@@ -376,8 +473,10 @@ def hnsw_index_name(model_id: str) -> str:
 def ensure_vector_index(conn: Conn, model_id: str, dimension: int) -> None:
     """One HNSW cosine index per model, over rows of that model only (dimension fixed by a cast)."""
     name = hnsw_index_name(model_id)
-    if conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (name,)).fetchone() == {"e": True}:
-        return
+    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (name,)).fetchone()
+    if found and found["e"]:
+        return  # CREATE INDEX IF NOT EXISTS would still lock memory_primary against writers
+    locks.hold_schema_for_writing(conn)  # DDL: after an upgrade in progress, like any write
     # Through the schema's owner (SECURITY DEFINER): a member may be the first to use a model.
     conn.execute(
         "SELECT vaultmem_ensure_vector_index(%s, %s, %s)", (name, model_id, int(dimension))

@@ -100,6 +100,8 @@ def base_env(bindir: Path | None, argv_file: Path, memory: Path, home: Path) -> 
     env["CLAUDE_ARGV_FILE"] = str(argv_file)
     env["VAULTMEM_MEMORY_FILE"] = str(memory)
     env["HOME"] = str(home)
+    # The vaultmem under test (the suite's venv: .ci/run's own, or the developer's .venv).
+    env["VAULTMEM_BIN"] = str(Path(sys.executable).parent / "vaultmem")
     return env
 
 
@@ -265,6 +267,7 @@ def test_works_through_a_symlink_from_another_directory(fake_claude, memory_file
     link = bindir / "agent-with-memory"
     link.symlink_to(checkout / "bin" / "agent-with-memory")
     env = base_env(bindir, argv_file, memory_file, tmp_path)
+    del env["VAULTMEM_BIN"]  # what is under test: the wrapper finds its checkout's vaultmem
     proc = subprocess.run(
         ["agent-with-memory", "-c"], env=env, cwd="/", capture_output=True, text=True, timeout=120
     )

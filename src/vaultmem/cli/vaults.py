@@ -71,9 +71,7 @@ def init(
     root = vault_root(vault)
     entry, settings = register(root, name, shared=shared, ref=ref)
     with db.connect(settings, start=True) as conn:
-        current = db.schema_version(conn)
-        # A member's role may not change the schema; it needs none when it is current.
-        applied = db.apply_schema(conn) if current != db.SCHEMA_VERSION else []
+        applied = db.apply_schema(conn)  # a current schema: two catalog reads, no lock
         if settings.shared is not None:
             v = db.register_shared_vault(conn, settings.shared, root)
         else:

@@ -192,6 +192,15 @@ def _recorded_fingerprint(conn: Conn) -> str | None:
     return row["d"] if row else None
 
 
+def _owns_schema(conn: Conn) -> bool:
+    """Whether this role owns vaultmem's tables (or is a member of the owner role)."""
+    row = conn.execute(
+        "SELECT pg_has_role(current_user, relowner, 'USAGE') AS o FROM pg_class"
+        " WHERE oid = to_regclass('vaultmem_schema')"
+    ).fetchone()
+    return bool(row and row["o"])
+
+
 def schema_is_current(conn: Conn) -> bool:
     """True when the database holds exactly this vaultmem's schema (version and schema.sql).
     Reads two catalog rows; takes no lock a writer would wait for."""
@@ -209,7 +218,12 @@ def apply_schema(conn: Conn) -> list[int]:
     but two reads. Otherwise the upgrade waits for the writers in flight, then applies the
     migrations and schema.sql in one transaction, retried while a table is busy."""
     check_pgvector(conn)  # catalog reads only, unless the extension is missing
-    if schema_is_current(conn):
+    # A member's role (team mode) may not run DDL, and needs none when its version is current.
+    current = schema_is_current(conn) or (
+        schema_version(conn) == SCHEMA_VERSION and not _owns_schema(conn)
+    )
+    conn.commit()  # the upgrade below must be a transaction of its own, not a savepoint
+    if current:
         _register_vector(conn)
         return []
     deadline = time.monotonic() + UPGRADE_PATIENCE_SECONDS

@@ -370,17 +370,18 @@ def _big_note(target_bytes: int) -> str:
 
 
 def _scan_seconds(text: str, runs: int = 2) -> float:
-    """The best of `runs` scans: the least disturbed by whatever else the machine runs."""
+    """CPU seconds of the best of `runs` scans: this process's own work, which other processes
+    on a busy machine barely change (wall time would grow with their load)."""
     best = float("inf")
     for _ in range(runs):
-        start = time.perf_counter()
+        start = time.process_time()
         POLICY.scan("big.md", text, {}, ())
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 
-# Linear would be 4x for 4x the text, quadratic 16x. A ratio, not a time limit: the suite runs
-# on busy machines, and speed figures belong to bench/ (bench/sensitive.py).
+# Linear would be 4x for 4x the text, quadratic 16x. A ratio of CPU time, not a time limit: the
+# suite runs on busy machines, and speed figures belong to bench/ (bench/scan_time.py).
 GROWTH_LIMIT = 8.0
 
 

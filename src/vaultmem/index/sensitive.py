@@ -1809,9 +1809,14 @@ def _content_findings(
     hits: list[tuple[int, int, int, _Hit]] = []  # (priority, start, end) in the note's own text
     for rule in _CONTENT_RULES:
         note.rule = _family(rule)
-        for hit in rule(note):
+        # A family stops at MAX_FINDINGS hits: no more can be reported, and a note made of
+        # nothing but keywords (a megabyte of "password: key=") would otherwise spend the whole
+        # candidate budget of every family.
+        for n, hit in enumerate(rule(note), 1):
             start, end = note.source_span(hit.start, hit.end)
             hits.append((hit.priority, start, end, hit))
+            if n >= MAX_FINDINGS:
+                break
     hits.sort(key=lambda h: (h[0], h[1]))
     # One secret, one finding: a GitHub token is not also a "high-entropy secret", and a secret
     # seen in two overlapping windows of a long line is one secret. Kept spans never overlap,

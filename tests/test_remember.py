@@ -1,0 +1,128 @@
+"""Agent writes through git (issue 30): one file committed through a private index, never the
+user's work; compare-and-swap on the ref and on the content; refusals mid-operation."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vaultmem.index.gitwrite import AGENT_EMAIL, WriteRefused, blob_at_head, commit_file
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    r = tmp_path / "vault"
+    r.mkdir()
+    git(r, "init", "-q", "-b", "main")
+    git(r, "config", "user.name", "User")
+    git(r, "config", "user.email", "user@example.com")
+    (r / "a.md").write_text("# A\n\nuser note\n")
+    (r / "b.md").write_text("# B\n\nanother\n")
+    git(r, "add", ".")
+    git(r, "commit", "-q", "-m", "init")
+    return r
+
+
+def snapshot(repo: Path) -> tuple[str, dict[str, str], str]:
+    files = {
+        str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in repo.rglob("*")
+        if p.is_file() and ".git" not in p.parts and "agent" not in p.parts
+    }
+    return git(repo, "status", "--porcelain"), files, git(repo, "diff", "--cached")
+
+
+def test_agent_file_is_committed_alone_and_user_work_is_untouched(repo: Path) -> None:
+    (repo / "a.md").write_text("# A\n\nunstaged edit\n")
+    (repo / "b.md").write_text("# B\n\nstaged edit\n")
+    git(repo, "add", "b.md")
+    (repo / "new.md").write_text("untracked\n")
+    before = snapshot(repo)
+    w = commit_file(repo, "agent/fact.md", b"# Fact\n\nx\n", expect_blob=None, message="remember")
+    assert snapshot(repo) == before
+    assert git(repo, "show", "--name-only", "--format=%ae%n%B", "HEAD").split() == [
+        AGENT_EMAIL,
+        "remember",
+        "Vaultmem-Agent:",
+        "remember",
+        "agent/fact.md",
+    ]
+    assert (repo / "agent/fact.md").read_bytes() == b"# Fact\n\nx\n"
+    assert git(repo, "status", "--porcelain", "--", "agent") == ""
+    assert blob_at_head(repo, "agent/fact.md") == w.blob
+
+
+def test_update_needs_the_blob_last_read(repo: Path) -> None:
+    w = commit_file(repo, "agent/n.md", b"one\n", expect_blob=None, message="m")
+    with pytest.raises(WriteRefused, match="changed since"):
+        commit_file(repo, "agent/n.md", b"two\n", expect_blob=None, message="m")
+    with pytest.raises(WriteRefused, match="changed since"):
+        commit_file(repo, "agent/n.md", b"two\n", expect_blob="0" * 40, message="m")
+    w2 = commit_file(repo, "agent/n.md", b"two\n", expect_blob=w.blob, message="m")
+    assert w2.previous_blob == w.blob
+
+
+def test_path_with_uncommitted_edits_is_refused(repo: Path) -> None:
+    before = git(repo, "rev-parse", "HEAD")
+    (repo / "a.md").write_text("mine\n")
+    blob = blob_at_head(repo, "a.md")
+    with pytest.raises(WriteRefused, match="uncommitted"):
+        commit_file(repo, "a.md", b"agent\n", expect_blob=blob, message="m")
+    assert (repo / "a.md").read_text() == "mine\n"
+    assert git(repo, "rev-parse", "HEAD") == before
+
+
+def test_detached_head_is_refused(repo: Path) -> None:
+    git(repo, "checkout", "-q", "--detach")
+    with pytest.raises(WriteRefused, match="detached"):
+        commit_file(repo, "agent/x.md", b"x\n", expect_blob=None, message="m")
+
+
+def test_merge_and_rebase_are_refused(repo: Path) -> None:
+    git(repo, "checkout", "-q", "-b", "side")
+    (repo / "a.md").write_text("side\n")
+    git(repo, "commit", "-qam", "side")
+    git(repo, "checkout", "-q", "main")
+    (repo / "a.md").write_text("main\n")
+    git(repo, "commit", "-qam", "main")
+    subprocess.run(["git", "-C", str(repo), "merge", "side"], capture_output=True)
+    with pytest.raises(WriteRefused, match="merge"):
+        commit_file(repo, "agent/x.md", b"x\n", expect_blob=None, message="m")
+    git(repo, "merge", "--abort")
+    subprocess.run(["git", "-C", str(repo), "rebase", "side"], capture_output=True)
+    with pytest.raises(WriteRefused, match="rebase"):
+        commit_file(repo, "agent/x.md", b"x\n", expect_blob=None, message="m")
+
+
+def test_symlinked_folder_is_refused(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (repo / "agent").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(WriteRefused, match="symbolic link"):
+        commit_file(repo, "agent/x.md", b"x\n", expect_blob=None, message="m")
+    assert not (tmp_path / "elsewhere" / "x.md").exists()
+
+
+def test_two_processes_both_land(repo: Path) -> None:
+    script = (
+        "import sys; from pathlib import Path; from vaultmem.index.gitwrite import commit_file\n"
+        "for i in range(5):\n"
+        "    commit_file(Path(sys.argv[1]), f'agent/{sys.argv[2]}-{i}.md', b'x', "
+        "expect_blob=None, message=f'{sys.argv[2]}-{i}')\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(repo), n]) for n in ("p", "q")]
+    assert [p.wait() for p in procs] == [0, 0]
+    subjects = git(repo, "log", "--format=%s").split()
+    for n in ("p", "q"):
+        mine = [s for s in subjects if s.startswith(n + "-")]
+        assert mine == [f"{n}-{i}" for i in reversed(range(5))]
+    assert git(repo, "status", "--porcelain") == ""

@@ -126,3 +126,52 @@ def test_two_processes_both_land(repo: Path) -> None:
         mine = [s for s in subjects if s.startswith(n + "-")]
         assert mine == [f"{n}-{i}" for i in reversed(range(5))]
     assert git(repo, "status", "--porcelain") == ""
+
+
+SECRET_MEMORIES = [
+    (
+        "aws",
+        "The deploy key is AKIAZ7Q2WPLM4XK9RTVB with secret q8Vd2LkP0sXr7NbT4yHc9JmW3eZu6FgA1oQiK5nE",
+    ),
+    ("password-en", "Remember the staging login.\npassword: hunter2-Staging-2024!"),
+    ("password-zh", "记住数据库登录信息。\n密码: Zh0ngWen-Mima-2024!"),
+    ("aws-zh", "部署密钥是 AKIAZ7Q2WPLM4XK9RTVB，私钥 q8Vd2LkP0sXr7NbT4yHc9JmW3eZu6FgA1oQiK5nE"),
+]
+
+
+@pytest.mark.parametrize(("name", "text"), SECRET_MEMORIES)
+def test_secret_bearing_memory_leaves_no_file_or_commit(repo: Path, name: str, text: str) -> None:
+    from vaultmem.agent.write import MemoryRefused, remember
+
+    before = git(repo, "rev-parse", "HEAD")
+    with pytest.raises(MemoryRefused) as info:
+        remember(repo, f"secret {name}", text, environ={})
+    assert "hunter2" not in str(info.value) and "AKIAZ7Q2" not in str(info.value)
+    assert "Mima" not in str(info.value)
+    assert git(repo, "rev-parse", "HEAD") == before
+    assert not (repo / "agent").exists()
+
+
+def test_same_title_updates_and_append_adds_a_dated_entry(repo: Path) -> None:
+    from vaultmem.agent.write import Provenance, remember
+
+    w = remember(
+        repo,
+        "Build Gotcha",
+        "use make -j2",
+        tags=["build"],
+        environ={},
+        provenance=Provenance("s1", "/proj"),
+    )
+    assert w.path == "agent/build-gotcha.md"
+    text = (repo / w.path).read_text()
+    assert "author: agent" in text and 'session: "s1"' in text and 'project: "/proj"' in text
+    with pytest.raises(WriteRefused):
+        remember(repo, "Build Gotcha", "other", environ={})
+    w2 = remember(repo, "Build Gotcha", "also ccache", append=True, environ={})
+    assert w2.path == w.path
+    assert "use make -j2" in (repo / w.path).read_text()
+    assert "also ccache" in (repo / w.path).read_text()
+    w3 = remember(repo, "build gotcha", "replaced", expect_blob=w2.blob, environ={})
+    assert "replaced" in (repo / w3.path).read_text()
+    assert remember(repo, "x", "y", environ={"VAULTMEM_AGENT_FOLDER": "mem"}).path == "mem/x.md"

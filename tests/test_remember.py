@@ -175,3 +175,28 @@ def test_same_title_updates_and_append_adds_a_dated_entry(repo: Path) -> None:
     w3 = remember(repo, "build gotcha", "replaced", expect_blob=w2.blob, environ={})
     assert "replaced" in (repo / w3.path).read_text()
     assert remember(repo, "x", "y", environ={"VAULTMEM_AGENT_FOLDER": "mem"}).path == "mem/x.md"
+
+
+def test_cli_remember_is_committed_and_indexed(conn, vault, monkeypatch) -> None:  # noqa: ANN001
+    import os
+
+    from click.testing import CliRunner
+    from indexing import index
+
+    from vaultmem import vaults
+    from vaultmem.cli import cli
+
+    vault.write("README.md", "vault\n")
+    vault.commit()
+    vaults.register(vault.root, database_url=os.environ["VAULTMEM_DATABASE_URL"])
+    index(vault.root, embed=False)
+    monkeypatch.chdir(vault.root)
+    result = CliRunner().invoke(
+        cli, ["remember", "Flaky Test Fix", "--file", "-", "--json"], input="pin the seed\n"
+    )
+    assert result.exit_code == 0, result.output
+    index(vault.root, embed=False)
+    rows = conn.execute(
+        "SELECT path FROM memory_notes WHERE path = 'agent/flaky-test-fix.md'"
+    ).fetchall()
+    assert rows

@@ -200,3 +200,32 @@ def test_cli_remember_is_committed_and_indexed(conn, vault, monkeypatch) -> None
         "SELECT path FROM memory_notes WHERE path = 'agent/flaky-test-fix.md'"
     ).fetchall()
     assert rows
+
+
+def test_cli_remember_is_logged_without_text(conn, vault, monkeypatch) -> None:  # noqa: ANN001
+    import os
+
+    from click.testing import CliRunner
+    from indexing import index
+
+    from vaultmem import vaults
+    from vaultmem.agent import injections
+    from vaultmem.cli import cli
+    from vaultmem.config import user_home
+
+    vault.write("README.md", "vault\n")
+    vault.commit()
+    vaults.register(vault.root, database_url=os.environ["VAULTMEM_DATABASE_URL"])
+    index(vault.root, embed=False)
+    monkeypatch.chdir(vault.root)
+    ok = CliRunner().invoke(cli, ["remember", "Logged", "--file", "-"], input="quokka facts\n")
+    assert ok.exit_code == 0, ok.output
+    leaked = CliRunner().invoke(
+        cli, ["remember", "Leak", "--file", "-"], input="password: Qu0kka-Staging-77!\n"
+    )
+    assert leaked.exit_code != 0 and "Qu0kka" not in leaked.output
+    entries = [e for e in injections.read(user_home()) if e.source == "cli-remember"]
+    assert [list(e.paths) for e in entries] == [["agent/logged.md"]]
+    log_text = (injections.log_path(user_home())).read_text()
+    assert "quokka" not in log_text and "Qu0kka" not in log_text
+    assert not (vault.root / "agent" / "leak.md").exists()

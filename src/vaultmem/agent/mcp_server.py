@@ -184,6 +184,8 @@ class VaultTools:
         )
         # commit-tree runs no hooks: start the catch-up the post-commit hook would.
         run_from_git_hook(str(target.entry.path), None)
+        # Every write is in `vaultmem log`: the path and size, never the text.
+        self._record(target, "mcp-remember", "", [written.path], "x" * max(1, len(text)))
         return json.dumps({"path": written.path, "blob": written.blob, "commit": written.commit})
 
     @_inert

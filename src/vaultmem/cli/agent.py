@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ..errors import VaultmemError
@@ -167,7 +169,26 @@ def remember(
     )
     # commit-tree + update-ref run no hooks: start the same catch-up the post-commit hook does.
     run_from_git_hook(str(root), None)
+    _log_write(root, written.path, len(text))
     if as_json:
         print_json({"path": written.path, "blob": written.blob, "commit": written.commit})
     else:
         echo(f"remembered {display_path(written.path)} ({written.commit[:12]})")
+
+
+def _log_write(root: Path, path: str, chars: int) -> None:
+    """Every agent write is in `vaultmem log`: the path and size, never the text."""
+    from ..agent import injections
+    from ..config import load_settings, user_home
+
+    settings = load_settings(root)
+    injections.record(
+        user_home(),
+        enabled=settings.log_injections,
+        keep_prompt=False,
+        source="cli-remember",
+        vault=str(root),
+        prompt="",
+        paths=[path],
+        chars=max(1, chars),
+    )

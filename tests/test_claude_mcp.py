@@ -216,7 +216,7 @@ def test_a_stand_in_claude_finds_and_uses_the_registered_server(
     assert proc.returncode == 0, proc.stderr.decode()
     [server] = [json.loads(line) for line in proc.stdout.decode().splitlines()]
     assert server["name"] == "vaultmem"
-    assert server["tools"] == ["search", "get", "recent", "status"]
+    assert server["tools"] == ["search", "get", "recent", "status", "remember"]
     assert 'path="ops/postgres-backup.md"' in server["found"]
 
     # local scope: another directory does not get it

@@ -162,6 +162,32 @@ class VaultTools:
 
     # --- tools -------------------------------------------------------------------------------
 
+    def remember(
+        self, title: str, text: str, tags: list[str], folder: str, mode: str, expect_blob: str
+    ) -> str:
+        from ..index.hook_run import run_from_git_hook
+        from .write import Provenance
+        from .write import remember as do_remember
+
+        target = self.target()
+        if target.entry.path is None:
+            raise VaultmemError("a shared vault has no folder here: remember writes local vaults")
+        written = do_remember(
+            target.entry.path,
+            title,
+            text,
+            tags=tags,
+            folder=folder or None,
+            append=mode == "append",
+            expect_blob=expect_blob or None,
+            provenance=Provenance(None, str(self.cwd)),
+        )
+        # commit-tree runs no hooks: start the catch-up the post-commit hook would.
+        run_from_git_hook(str(target.entry.path), None)
+        # Every write is in `vaultmem log`: the path and size, never the text.
+        self._record(target, "mcp-remember", "", [written.path], "x" * max(1, len(text)))
+        return json.dumps({"path": written.path, "blob": written.blob, "commit": written.commit})
+
     @_inert
     def search(
         self, query: str, k: int = 5, path_prefix: str = "", tag: str = "", explain: bool = False
@@ -511,6 +537,7 @@ DESCRIPTIONS = {
     "get": "Read a note (or a line range) as committed at HEAD.",
     "recent": "Notes changed by the latest commits.",
     "status": "Index freshness: commits behind HEAD, embedding backlog, model.",
+    "remember": "Commit a scanned note as the agent (mode new|append): path, blob, commit.",
 }
 
 
@@ -563,6 +590,18 @@ def build_server(tools: VaultTools) -> Any:
     def status() -> str:
         return guarded(tools.status)
 
+    def remember(
+        title: str,
+        text: str,
+        tags: list[str] | None = None,
+        folder: str = "",
+        mode: str = "new",
+        expect_blob: str = "",
+    ) -> str:
+        return guarded(
+            lambda: tools.remember(title, text, list(tags or []), folder, mode, expect_blob)
+        )
+
     read_only = ToolAnnotations(read_only_hint=True)
     registered = []
     for fn in (search, get, recent, status):
@@ -575,6 +614,15 @@ def build_server(tools: VaultTools) -> Any:
         )
         tool.parameters = _compact(tool.parameters)
         registered.append(tool)
+    writer = Tool.from_function(
+        remember,
+        name="remember",
+        description=DESCRIPTIONS["remember"],
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
+        structured_output=False,
+    )
+    writer.parameters = _compact(writer.parameters)
+    registered.append(writer)
     return MCPServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS,

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ..errors import VaultmemError
@@ -119,3 +121,74 @@ def log_cmd(last: int, as_json: bool) -> None:
             f"{display_path(e.time)}  {display_path(e.source):<16} {display_path(e.vault or '-')}  "
             f"prompt {display_path(e.prompt_sha256 or '-')}{prompt}  {e.chars} chars  {paths}"
         )
+
+
+@cli.command()
+@click.argument("title")
+@click.option("--file", "source", help="Read the note's text from this file (`-`: standard input).")
+@click.option("--tag", "tags", multiple=True, help="A tag for the note (repeatable).")
+@click.option("--folder", help="Folder in the vault (default: VAULTMEM_AGENT_FOLDER or agent/).")
+@click.option("--append", is_flag=True, help="Add a dated entry to the note of this title.")
+@click.option("--expect-blob", help="The blob id last read, to update an existing note.")
+@click.option("--vault", help="The vault (default: the current directory's repository).")
+@json_option
+def remember(
+    title: str,
+    source: str | None,
+    tags: tuple[str, ...],
+    folder: str | None,
+    append: bool,
+    expect_blob: str | None,
+    vault: str | None,
+    as_json: bool,
+) -> None:
+    """Write a scanned note as the agent and commit it, never touching the user's work."""
+    import os
+    import sys
+
+    from ..agent.write import Provenance
+    from ..agent.write import remember as do_remember
+    from ..index.hook_run import run_from_git_hook
+    from .base import vault_root
+
+    if source is None or source == "-":
+        text = sys.stdin.read()
+    else:
+        with open(source, encoding="utf-8") as fh:
+            text = fh.read()
+    root = vault_root(vault)
+    written = do_remember(
+        root,
+        title,
+        text,
+        tags=list(tags),
+        folder=folder,
+        append=append,
+        expect_blob=expect_blob,
+        provenance=Provenance(os.environ.get("CLAUDE_SESSION_ID"), os.getcwd()),
+    )
+    # commit-tree + update-ref run no hooks: start the same catch-up the post-commit hook does.
+    run_from_git_hook(str(root), None)
+    _log_write(root, written.path, len(text))
+    if as_json:
+        print_json({"path": written.path, "blob": written.blob, "commit": written.commit})
+    else:
+        echo(f"remembered {display_path(written.path)} ({written.commit[:12]})")
+
+
+def _log_write(root: Path, path: str, chars: int) -> None:
+    """Every agent write is in `vaultmem log`: the path and size, never the text."""
+    from ..agent import injections
+    from ..config import load_settings, user_home
+
+    settings = load_settings(root)
+    injections.record(
+        user_home(),
+        enabled=settings.log_injections,
+        keep_prompt=False,
+        source="cli-remember",
+        vault=str(root),
+        prompt="",
+        paths=[path],
+        chars=max(1, chars),
+    )

@@ -1,0 +1,121 @@
+"""`remember`: the agent writes one note into the vault's agent folder, scanned before it exists.
+
+Design decision: the full note text (front matter included) goes through the ingester's own
+`triage` before any byte is written, so a memory that would be quarantined is refused with its
+reason category only (the secret is never echoed) and leaves no file, commit or row. The commit
+itself is `index.gitwrite.commit_file`, which never touches the user's work.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..errors import VaultmemError
+from ..index.gitwrite import Written, blob_at_head, commit_file, read_at_head
+from ..index.triage import Quarantine, Rules, Skip, triage
+
+AGENT_FOLDER_ENV = "VAULTMEM_AGENT_FOLDER"
+DEFAULT_AGENT_FOLDER = "agent"
+
+
+class MemoryRefused(VaultmemError):
+    """The memory would be quarantined (it holds a credential or personal data): not written."""
+
+    exit_code = 10
+
+
+@dataclass(frozen=True)
+class Provenance:
+    session: str | None = None
+    project: str | None = None
+
+
+def agent_folder(environ: dict[str, str] | None = None) -> str:
+    """The agent folder: from the user's environment, never from the repository."""
+    value = (environ if environ is not None else os.environ).get(AGENT_FOLDER_ENV, "")
+    value = value.strip().strip("/")
+    return value or DEFAULT_AGENT_FOLDER
+
+
+def slug(title: str) -> str:
+    text = unicodedata.normalize("NFKC", title).strip().lower()
+    text = re.sub(r"[^\w]+", "-", text).strip("-")
+    return text[:80] or "note"
+
+
+def _front_matter(title: str, tags: list[str], prov: Provenance, date: str) -> str:
+    def q(value: str) -> str:
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+    lines = ["---", f"title: {q(title)}", "author: agent", f"date: {date}"]
+    if prov.session:
+        lines.append(f"session: {q(prov.session)}")
+    if prov.project:
+        lines.append(f"project: {q(prov.project)}")
+    if tags:
+        lines.append("tags: [" + ", ".join(q(t) for t in tags) + "]")
+    lines.append("---")
+    return "\n".join(lines) + "\n"
+
+
+def compose(
+    title: str,
+    text: str,
+    tags: list[str],
+    prov: Provenance,
+    *,
+    existing: bytes | None,
+    append: bool,
+    now: datetime,
+) -> bytes:
+    date = now.strftime("%Y-%m-%d")
+    if append and existing is not None:
+        body = existing.decode("utf-8", errors="replace").rstrip("\n")
+        return f"{body}\n\n## {now.strftime('%Y-%m-%d %H:%M')} UTC\n\n{text.strip()}\n".encode()
+    return (_front_matter(title, tags, prov, date) + f"\n# {title}\n\n{text.strip()}\n").encode()
+
+
+def remember(
+    root: Path,
+    title: str,
+    text: str,
+    *,
+    tags: list[str] | None = None,
+    folder: str | None = None,
+    append: bool = False,
+    expect_blob: str | None = None,
+    provenance: Provenance = Provenance(),
+    rules: Rules | None = None,
+    environ: dict[str, str] | None = None,
+) -> Written:
+    """Scan, then commit the note `title` under the agent folder. Same title, same path: an
+    update (needs `expect_blob`, the blob last read) or, with `append`, a dated entry."""
+    path = f"{(folder or agent_folder(environ)).strip('/')}/{slug(title)}.md"
+    existing = read_at_head(root, path)
+    if append and existing is not None and expect_blob is None:
+        # Appending keeps what is there, so the blob read just now is the one to swap.
+        expect_blob = blob_at_head(root, path)
+    data = compose(
+        title,
+        text,
+        list(tags or []),
+        provenance,
+        existing=existing,
+        append=append,
+        now=datetime.now(UTC),
+    )
+    outcome = triage(path, "100644", data, rules or Rules())
+    if isinstance(outcome, Quarantine):
+        kinds = sorted({f"{f.category}:{f.rule_id}" for f in outcome.findings})
+        raise MemoryRefused(
+            "memory refused: it would be quarantined (" + ", ".join(kinds) + "); "
+            "remove the sensitive part and try again"
+        )
+    if isinstance(outcome, Skip):
+        raise MemoryRefused(f"memory refused: {outcome.reason}")
+    return commit_file(root, path, data, expect_blob=expect_blob, message=f"remember: {title[:60]}")

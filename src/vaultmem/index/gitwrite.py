@@ -1,0 +1,224 @@
+"""Commit one agent-written file into a vault without touching the user's work.
+
+Design decision: the commit is built through a private index (`GIT_INDEX_FILE` in a temporary
+file seeded from HEAD), so the user's staged changes are never part of it; `git commit-tree`
+gives the commit a distinct author and a trailer, and `git update-ref NEW OLD` moves the branch
+only if nobody else moved it meanwhile (compare-and-swap on the ref). The user's working tree
+and real index are refreshed for that one path only, and only when that path was clean. Writers
+of one vault are serialised by a lock in its state folder, so concurrent writes land in order.
+Content compare-and-swap: replacing an existing file needs the blob id the caller last read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import VaultmemError
+from .statedir import hold_lock, state_files
+
+AGENT_NAME = "vaultmem agent"
+AGENT_EMAIL = "agent@vaultmem.invalid"
+TRAILER = "Vaultmem-Agent"
+
+
+class WriteRefused(VaultmemError):
+    """An agent write was refused (the repository is mid-operation, the path has the user's
+    edits, the note changed since it was read, ...); nothing was written or committed."""
+
+    exit_code = 9
+
+
+@dataclass(frozen=True)
+class Written:
+    path: str
+    blob: str
+    commit: str
+    previous_blob: str | None
+
+
+def _git(
+    root: Path, *args: str, data: bytes | None = None, env: dict[str, str] | None = None
+) -> str:
+    proc = subprocess.run(
+        ["git", "-C", str(root), *args],
+        input=data,
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        message = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise WriteRefused(f"git {args[0]} failed: {message[-1] if message else proc.returncode}")
+    return proc.stdout.decode(errors="surrogateescape").strip()
+
+
+def _git_dir(root: Path) -> Path:
+    return Path(_git(root, "rev-parse", "--absolute-git-dir"))
+
+
+def _refuse_mid_operation(git_dir: Path) -> None:
+    for name, what in (
+        ("MERGE_HEAD", "a merge"),
+        ("rebase-merge", "a rebase"),
+        ("rebase-apply", "a rebase"),
+        ("BISECT_LOG", "a bisect"),
+        ("CHERRY_PICK_HEAD", "a cherry-pick"),
+        ("REVERT_HEAD", "a revert"),
+    ):
+        if (git_dir / name).exists():
+            raise WriteRefused(f"the vault is in the middle of {what}: finish or abort it first")
+
+
+def _check_path(root: Path, path: str) -> None:
+    parts = Path(path).parts
+    if not parts or Path(path).is_absolute() or ".." in parts or parts[0] == ".git":
+        raise WriteRefused(f"{path!r} is not a plain path inside the vault")
+    here = root
+    for part in parts:
+        here = here / part
+        if here.is_symlink():
+            raise WriteRefused(f"{path} would go through a symbolic link ({here}): refused")
+
+
+def blob_at_head(root: Path, path: str) -> str | None:
+    """The blob id of `path` in HEAD's tree, or None when HEAD has no such file."""
+    out = _git(root, "ls-tree", "HEAD", "--", path)
+    if not out:
+        return None
+    meta = out.split("\t", 1)[0].split()
+    return meta[2] if meta[1] == "blob" else None
+
+
+def read_at_head(root: Path, path: str) -> bytes | None:
+    blob = blob_at_head(root, path)
+    if blob is None:
+        return None
+    return subprocess.run(
+        ["git", "-C", str(root), "cat-file", "blob", blob], capture_output=True, check=True
+    ).stdout
+
+
+def _path_is_dirty(root: Path, path: str) -> bool:
+    out = _git(root, "status", "--porcelain", "--untracked-files=all", "--", path)
+    return bool(out)
+
+
+@contextlib.contextmanager
+def _index_lock(git_dir: Path, tries: int = 20, pause: float = 0.05):
+    """Hold the real index's lock the way git does (O_EXCL on index.lock), retrying briefly."""
+    lock = git_dir / "index.lock"
+    for _ in range(tries):
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            time.sleep(pause)
+            continue
+        os.close(fd)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+        return
+    raise WriteRefused("the vault's index.lock is held by another git command: try again")
+
+
+def commit_file(
+    root: Path,
+    path: str,
+    data: bytes,
+    *,
+    expect_blob: str | None,
+    message: str,
+    trailer_value: str = "remember",
+) -> Written:
+    """Commit `data` as `path` on the current branch through a private index.
+
+    `expect_blob` must be the blob id of `path` at HEAD when the file exists (None when it
+    must not exist yet); otherwise the write is refused. Refuses mid-merge/rebase/bisect/
+    cherry-pick, on a detached HEAD, when `path` has uncommitted edits or goes through a link."""
+    root = Path(_git(root, "rev-parse", "--show-toplevel"))
+    git_dir = _git_dir(root)
+    _check_path(root, path)
+    with hold_lock(state_files(root).dir / "gitwrite.lock", wait=True):
+        _refuse_mid_operation(git_dir)
+        proc = subprocess.run(
+            ["git", "-C", str(root), "symbolic-ref", "-q", "HEAD"], capture_output=True
+        )
+        if proc.returncode != 0:
+            raise WriteRefused("HEAD is detached: check out a branch before the agent writes")
+        ref = proc.stdout.decode().strip()
+        old = _git(root, "rev-parse", "-q", "--verify", "HEAD")
+        current = blob_at_head(root, path)
+        if current != expect_blob:
+            if current is None:
+                raise WriteRefused(f"{path} does not exist at HEAD (it was moved or removed)")
+            raise WriteRefused(
+                f"{path} changed since it was read (blob {current[:12]}, expected "
+                f"{(expect_blob or 'none')[:12]}): read it again"
+            )
+        if _path_is_dirty(root, path):
+            raise WriteRefused(f"{path} has uncommitted edits: commit or discard them first")
+        blob = _git(root, "hash-object", "-w", "--stdin", data=data)
+        with tempfile.TemporaryDirectory(prefix="vaultmem-index-") as tmp:
+            env = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"))
+            env.update(
+                GIT_AUTHOR_NAME=AGENT_NAME,
+                GIT_AUTHOR_EMAIL=AGENT_EMAIL,
+                GIT_COMMITTER_NAME=AGENT_NAME,
+                GIT_COMMITTER_EMAIL=AGENT_EMAIL,
+            )
+            _git(root, "read-tree", "HEAD", env=env)
+            _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+            tree = _git(root, "write-tree", env=env)
+            body = f"{message}\n\n{TRAILER}: {trailer_value}\n"
+            commit = _git(root, "commit-tree", tree, "-p", old, data=body.encode(), env=env)
+        _git(root, "update-ref", "-m", f"vaultmem: {message}", ref, commit, old)
+        _refresh_work_tree(root, git_dir, path, data, blob)
+        return Written(path, blob, commit, current)
+
+
+def _refresh_work_tree(root: Path, git_dir: Path, path: str, data: bytes, blob: str) -> None:
+    """Bring the user's file and its real-index entry up to the new commit (the path was
+    checked clean above, under the writer lock)."""
+    target = root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _check_path(root, path)
+    with _index_lock(git_dir):
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".vaultmem-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+    # git update-index takes index.lock itself: run it once ours is released.
+    for _ in range(20):
+        proc = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(root),
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                f"100644,{blob},{path}",
+            ],
+            capture_output=True,
+        )
+        if proc.returncode == 0:
+            break
+        time.sleep(0.05)
+    else:
+        raise WriteRefused("the vault's index.lock is held by another git command: try again")
+    subprocess.run(
+        ["git", "-C", str(root), "update-index", "-q", "--refresh", "--", path], capture_output=True
+    )

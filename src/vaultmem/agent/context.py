@@ -21,14 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import VaultmemError
-from .render import fit_context, render_memory
+from ..search.relevance import Delivery
+from .render import POINTERS_MAX_CHARS, Pointer, fit_context, render_memory, render_pointers
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from ..config import Settings
     from ..embed import Embedder
-    from ..search import Prompt
+    from ..search import Hit, Prompt
     from ..store import db
     from ..store.db import Conn
 
@@ -107,6 +108,8 @@ class ContextResult:
     text: str
     notices: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()  # what the text holds: the preferences source, then notes
+    band: str | None = None  # the notes' band: "notes" (some full text), "pointers", or None
+    pointers: tuple[str, ...] = ()  # the notes given as pointers (also in `paths`)
 
 
 class Resources(Protocol):
@@ -187,7 +190,7 @@ def build_context(
     if wants_notes and claim is not None and not _claim(*claim):
         wants_notes = False
     needs_db = has_vault and (wants_notes or (include_memory and prefs is None))
-    hits: list = []
+    hits: list[Hit] = []
     embedder: Embedder | None = None
     with ExitStack() as stack:
         if wants_notes and res.prefetch and asked is not None:
@@ -242,19 +245,49 @@ def build_context(
         # when this block leaves it out (`claude-hook --no-memory`: the wrapper put it in the
         # system prompt already): never a retrieved note as well.
         hits = [h for h in hits if h.path != VAULT_MEMORY_PATH]
-    if hits:
-        block, shown = fit_context(
-            hits, max_chars=settings.context_max_chars if max_chars is None else max_chars
-        )
+    budget = settings.context_max_chars if max_chars is None else max_chars
+    texts = [h for h in hits if h.delivery is not Delivery.POINTER]
+    offered = [h for h in hits if h.delivery is Delivery.POINTER]
+    pointer_block, pointed = render_pointers(
+        [pointer_of(h) for h in offered], max_chars=min(POINTERS_MAX_CHARS, budget)
+    )
+    band = None
+    if texts:
+        room = budget - (len(pointer_block) + 2 if pointer_block else 0)
+        block, shown = fit_context(texts, max_chars=room)
         if block:
             blocks.append(block)
             paths.extend(h.path for h in shown)
-    return ContextResult("\n\n".join(blocks), tuple(notices), tuple(paths))
+            band = "notes"
+    if pointer_block:
+        blocks.append(pointer_block)
+        paths.extend(p.path for p in pointed)
+        band = band or "pointers"
+    return ContextResult(
+        "\n\n".join(blocks),
+        tuple(notices),
+        tuple(paths),
+        band,
+        tuple(p.path for p in pointed),
+    )
+
+
+def pointer_of(hit: Hit) -> Pointer:
+    """A hit as a pointer: its path, title and heading, and one line on why it may match (the
+    query words it holds, rarest-looking first, else that its meaning is close)."""
+    words = sorted(hit.matched, key=lambda w: (-len(w), w))[:4]
+    if words:
+        why = "shares: " + ", ".join(words)
+    elif hit.lexical_imputed:
+        why = "close in meaning, in another language"
+    else:
+        why = "close in meaning"
+    return Pointer(hit.path, hit.title, hit.heading, why)
 
 
 def _search(
     conn: Conn, settings: Settings, vault: db.Vault, prompt: Prompt, k: int, embedder: Embedder
-) -> list:
+) -> list[Hit]:
     from ..search import retrieve
 
     found = retrieve(
@@ -377,6 +410,8 @@ def hook_context(
         prompt=prompt,
         paths=result.paths,
         chars=len(result.text),
+        band=result.band,
+        pointers=result.pointers,
     )
     return result.text
 

@@ -51,12 +51,21 @@ class Injection:
     paths: tuple[str, ...]
     chars: int
     prompt: str | None = None  # only with VAULTMEM_LOG_PROMPTS=1
+    # The relevance gate's band for the notes: "notes" (some as full text) or "pointers" (only
+    # one-line pointers); None for a record without notes. `pointers`: the paths given as
+    # pointers (the rest of `paths` were given as text).
+    band: str | None = None
+    pointers: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["paths"] = list(self.paths)
-        if self.prompt is None:
-            del data["prompt"]
+        data["pointers"] = list(self.pointers)
+        for key in ("prompt", "band"):
+            if data[key] is None:
+                del data[key]
+        if not self.pointers:
+            del data["pointers"]
         return data
 
 
@@ -78,6 +87,8 @@ def make(
     *,
     keep_prompt: bool = False,
     now: float | None = None,
+    band: str | None = None,
+    pointers: Iterable[str] = (),
 ) -> Injection:
     """The record for one injection (pure apart from the clock)."""
     t = time.time() if now is None else now
@@ -90,6 +101,8 @@ def make(
         paths=tuple(paths),
         chars=chars,
         prompt=prompt[:MAX_KEPT_PROMPT_CHARS] if keep_prompt and prompt else None,
+        band=band,
+        pointers=tuple(pointers),
     )
 
 
@@ -122,10 +135,22 @@ def record(
     prompt: str,
     paths: Sequence[str],
     chars: int,
+    band: str | None = None,
+    pointers: Sequence[str] = (),
 ) -> None:
     """Record one injection when the log is enabled (VAULTMEM_LOG_INJECTIONS)."""
     if enabled and chars > 0:
-        append(settings_home, make(source, vault, prompt, paths, chars, keep_prompt=keep_prompt))
+        entry = make(
+            source,
+            vault,
+            prompt,
+            paths,
+            chars,
+            keep_prompt=keep_prompt,
+            band=band,
+            pointers=pointers,
+        )
+        append(settings_home, entry)
 
 
 def read(home: Path, last: int | None = None) -> list[Injection]:
@@ -153,6 +178,8 @@ def read(home: Path, last: int | None = None) -> list[Injection]:
                         prompt_sha256=_optional_str(data.get("prompt_sha256")),
                         paths=tuple(str(p) for p in data.get("paths") or ()),
                         chars=int(data.get("chars") or 0),
+                        band=_optional_str(data.get("band")),
+                        pointers=tuple(str(p) for p in data.get("pointers") or ()),
                         prompt=_optional_str(data.get("prompt")),
                     )
                 )

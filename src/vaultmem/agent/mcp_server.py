@@ -230,6 +230,8 @@ class VaultTools:
                 heading=h.heading or None,
                 commit=h.commit_sha[:SHORT],
                 score=f"{h.score:.3f}",
+                # The gate's band: "pointer" is weaker evidence than "text" (read it to judge).
+                delivery=h.delivery.value if h.delivery is not None else None,
             )
             if explain:
                 attrs += _attrs(

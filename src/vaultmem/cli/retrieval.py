@@ -78,7 +78,7 @@ def query_cmd(
     """
     from ..agent.claude_hook import quiet_openmp
     from ..embed import get_embedder
-    from ..search import GATE_WINDOW, fusion_for, retrieve
+    from ..search import Delivery, fusion_for, retrieve
     from ..store import db
     from ..vaults import NO_VAULT_HINT
 
@@ -109,6 +109,7 @@ def query_cmd(
     # A kept hit that HEAD no longer holds is in neither list: not shown at all.
     hits = found.hits
     dropped = list(found.dropped)
+    scored = {v.hit.path: v for v in found.verdicts}
     if as_json:
         rows = [
             {
@@ -117,15 +118,22 @@ def query_cmd(
                 "title": h.title,
                 "tags": list(h.tags),
                 "text": h.text,
+                **(_gate_fields(scored[h.path]) if explain and h.path in scored else {}),
             }
             for h in hits
         ]
         if explain:
             print_json(
                 {
+                    "outcome": found.outcome.value,
                     "hits": rows,
                     "dropped": [
-                        {**h.breakdown(), "heading": h.heading, "drop": drop.value}
+                        {
+                            **h.breakdown(),
+                            "heading": h.heading,
+                            "drop": drop.value,
+                            **_gate_fields(scored[h.path]),
+                        }
                         for h, drop in dropped
                     ],
                 }
@@ -135,28 +143,33 @@ def query_cmd(
         return
     if not hits:
         echo("no relevant notes", err=True)
+    cal = fusion_for(embedder.model_id).calibration
     for i, h in enumerate(hits, 1):
         where = (
             f"{display_path(h.path)} › {display_path(h.heading)}"
             if h.heading
             else display_path(h.path)
         )
-        echo(f"{i}. {where}  [{h.score:.3f}]")
+        band = "" if h.delivery is Delivery.TEXT else "  (pointer)"
+        echo(f"{i}. {where}  [{h.score:.3f}]{band}")
         snippet = " ".join(h.text.split())
         echo(f"   {snippet[:160]}{'…' if len(snippet) > 160 else ''}")
         if explain:
             echo(f"   {_explain_line(h)}")
+            if h.path in scored:
+                echo(f"   {_band_line(scored[h.path], cal, settings.gate)}")
+    if explain and hits:
+        echo(f"outcome: {found.outcome.value}")
     if explain and dropped:
-        need = fusion_for(embedder.model_id).min_evidence + settings.gate
         echo(
-            f"dropped by the relevance gate (a prompt needs one of its first "
-            f"{GATE_WINDOW} notes at evidence >= {need:g}; VAULTMEM_GATE={settings.gate:g}):"
+            f"dropped by the relevance gate (text from score {cal.text + settings.gate:g}, "
+            f"pointer from {cal.pointer + settings.gate:g}; VAULTMEM_GATE={settings.gate:g}):"
         )
         owed = max((h.generic_penalty for h, _ in dropped), default=0.0)
         if owed > 0:
             echo(
                 f"  this prompt reads like generic coding work (it resembles one of vaultmem's "
-                f"generic requests): every note's evidence is {owed:.1f} lower"
+                f"generic requests): every note's score is {owed * _generic_weight(cal):.1f} lower"
             )
         reasons = {drop for _, drop in dropped}
         if len(reasons) == 1:  # say it once, not on every line
@@ -165,16 +178,55 @@ def query_cmd(
             why = "" if len(reasons) == 1 else f" {_DROP_REASONS[drop.value]}"
             echo(f"-  {display_path(h.path)}  [{h.score:.3f}]{why}")
             echo(f"   {_explain_line(h)}")
+            echo(f"   {_band_line(scored[h.path], cal, settings.gate)}")
         if len(dropped) > 10:
             echo(f"   ... and {len(dropped) - 10} more")
 
 
 _DROP_REASONS = {
-    "no-evidence": "no note had enough evidence for this prompt",
+    "no-evidence": "below the pointer band: not enough evidence of its own",
     "below-min-score": "fused score under VAULTMEM_MIN_SCORE",
-    "far-below-best": "fused score far below the best hit's",
     "beyond-k": "beyond --k",
 }
+
+
+def _generic_weight(cal: Any) -> float:
+    from ..search import SIGNALS
+
+    return -cal.weights[SIGNALS.index("generic")]
+
+
+def _gate_fields(v: Any) -> dict[str, Any]:
+    """The gate's reading of one hit for --json --explain: its score and each signal."""
+    from dataclasses import asdict
+
+    return {
+        "gate_score": round(v.score, 3),
+        "band": v.delivery.value if v.delivery is not None else "none",
+        "signals": {k: round(x, 3) for k, x in asdict(v.signals).items()} if v.signals else {},
+    }
+
+
+def _band_line(v: Any, cal: Any, level: float) -> str:
+    """Which band a hit fell in and why: its score, the bands, and its strongest signals."""
+    from ..search import SIGNALS
+
+    band = (
+        "text"
+        if v.score >= cal.text + level
+        else "pointer"
+        if v.score >= cal.pointer + level
+        else "none"
+    )
+    parts = []
+    if v.signals is not None:
+        values = v.signals.vector_of()
+        contrib = sorted(
+            ((w * x, name) for w, x, name in zip(cal.weights, values, SIGNALS, strict=True)),
+            key=lambda t: -abs(t[0]),
+        )
+        parts = [f"{name} {c:+.1f}" for c, name in contrib[:4] if abs(c) >= 0.05]
+    return f"gate: score {v.score:.2f} -> {band} band ({', '.join(parts) or 'no signal'})"
 
 
 def _explain_line(h: Any) -> str:
@@ -295,6 +347,8 @@ def context_cmd(
                 prompt=text,
                 paths=result.paths,
                 chars=len(result.text),
+                band=result.band,
+                pointers=result.pointers,
             )
         return result.text
 

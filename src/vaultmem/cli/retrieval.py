@@ -161,15 +161,18 @@ def query_cmd(
     if explain and hits:
         echo(f"outcome: {found.outcome.value}")
     if explain and dropped:
+        prompt_score = scored[dropped[0][0].path].prompt_score
+        level = settings.gate
         echo(
-            f"dropped by the relevance gate (text from score {cal.text + settings.gate:g}, "
-            f"pointer from {cal.pointer + settings.gate:g}; VAULTMEM_GATE={settings.gate:g}):"
+            f"dropped by the relevance gate (the prompt scores {prompt_score:.2f}, answered from "
+            f"{cal.prompt + level:g}; a note is a pointer from {cal.hit_pointer + level:g}, "
+            f"text from {cal.hit_text + level:g}; VAULTMEM_GATE={level:g}):"
         )
-        owed = max((h.generic_penalty for h, _ in dropped), default=0.0)
-        if owed > 0:
+        first = found.verdicts[0].signals if found.verdicts else None
+        if first is not None and first.generic >= GENERIC_NOTICE:
             echo(
-                f"  this prompt reads like generic coding work (it resembles one of vaultmem's "
-                f"generic requests): every note's score is {owed * _generic_weight(cal):.1f} lower"
+                "  this prompt reads like generic coding work (it is closer to one of vaultmem's "
+                "generic requests than to the notes)"
             )
         reasons = {drop for _, drop in dropped}
         if len(reasons) == 1:  # say it once, not on every line
@@ -183,17 +186,16 @@ def query_cmd(
             echo(f"   ... and {len(dropped) - 10} more")
 
 
+# Say a prompt reads like generic coding work when it is at least this much closer (cosine
+# hundredths) to vaultmem's generic requests than to its best-ranked note.
+GENERIC_NOTICE = 3.0
+
 _DROP_REASONS = {
+    "no-answer": "the vault does not answer this prompt: not enough evidence in its first notes",
     "no-evidence": "below the pointer band: not enough evidence of its own",
     "below-min-score": "fused score under VAULTMEM_MIN_SCORE",
     "beyond-k": "beyond --k",
 }
-
-
-def _generic_weight(cal: Any) -> float:
-    from ..search import SIGNALS
-
-    return -cal.weights[SIGNALS.index("generic")]
 
 
 def _gate_fields(v: Any) -> dict[str, Any]:
@@ -202,6 +204,7 @@ def _gate_fields(v: Any) -> dict[str, Any]:
 
     return {
         "gate_score": round(v.score, 3),
+        "prompt_score": round(v.prompt_score, 3),
         "band": v.delivery.value if v.delivery is not None else "none",
         "signals": {k: round(x, 3) for k, x in asdict(v.signals).items()} if v.signals else {},
     }
@@ -213,20 +216,23 @@ def _band_line(v: Any, cal: Any, level: float) -> str:
 
     band = (
         "text"
-        if v.score >= cal.text + level
+        if v.score >= cal.hit_text + level
         else "pointer"
-        if v.score >= cal.pointer + level
+        if v.score >= cal.hit_pointer + level
         else "none"
     )
     parts = []
     if v.signals is not None:
         values = v.signals.vector_of()
         contrib = sorted(
-            ((w * x, name) for w, x, name in zip(cal.weights, values, SIGNALS, strict=True)),
+            ((w * x, name) for w, x, name in zip(cal.hit_weights, values, SIGNALS, strict=True)),
             key=lambda t: -abs(t[0]),
         )
         parts = [f"{name} {c:+.1f}" for c, name in contrib[:4] if abs(c) >= 0.05]
-    return f"gate: score {v.score:.2f} -> {band} band ({', '.join(parts) or 'no signal'})"
+    return (
+        f"gate: note scores {v.score:.2f} -> {band} band "
+        f"({', '.join(parts) or 'no signal'}); prompt scores {v.prompt_score:.2f}"
+    )
 
 
 def _explain_line(h: Any) -> str:

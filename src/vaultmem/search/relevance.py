@@ -14,10 +14,12 @@ Design decisions:
   note's cosine stands above the query's own candidates (`lift`: a vault where every note is
   0.82 from an English prompt says nothing at 0.82), how rare the matched words are in this
   vault (`lexical`, `unique`), how much of the query's rare vocabulary the note holds
-  (`coverage`) and how much of it the vault has never seen (`unknown`), whether the prompt is
-  closer to generic coding work than to the note (`generic`). The weights that turn them into one score, in nats
-  (log-odds that the note is relevant), are fitted per embedding model on six dev corpora of
-  different shapes, each reported only with weights fitted without it (bench/relevance.py,
+  (`coverage`), whether the prompt is
+  closer to generic coding work than to the note (`generic`).
+- Two questions, two models: does this vault answer the prompt at all (the prompt's score, from
+  its first hits together), and is this note one of the answers (the hit's score). Both are
+  logistic models read in nats, fitted per embedding model on six dev corpora of different
+  shapes, each corpus reported only with a fit made without it (bench/relevance.py,
   leave-one-corpus-out); they live in the model's `fusion.Fusion` profile (`Calibration`).
 - VAULTMEM_GATE moves both bands by the same number of nats.
 """
@@ -53,18 +55,20 @@ class Outcome(StrEnum):
 class Drop(StrEnum):
     """Why the gate left a hit out."""
 
-    NO_EVIDENCE = "no-evidence"  # below the pointer band
+    NO_ANSWER = "no-answer"  # the prompt is below its band: the vault does not answer it
+    NO_EVIDENCE = "no-evidence"  # the note's own evidence is below the pointer band
     BELOW_MIN_SCORE = "below-min-score"  # fused score under VAULTMEM_MIN_SCORE
     BEYOND_K = "beyond-k"  # relevant enough, but k better hits came first
 
 
 # The signals, in the order of Calibration.weights.
-SIGNALS = ("lift", "cross", "vector", "lexical", "coverage", "unknown", "unique", "generic")
+SIGNALS = ("lift", "cross", "vector", "lexical", "coverage", "unique", "generic")
 # Cosine steps in which `lift` is measured (hundredths: the spread of e5-style cosines).
 LIFT_UNIT = 0.01
 # A term counts as `unique` evidence when no other chunk of the vault holds it; single Latin
 # letters and two-letter Latin words are left out (an "ls", a "go" is no name).
 UNIQUE_MIN_LATIN = 3
+UNIQUE_FULL_CHUNKS = 100
 # Pseudo-chunks in the idf of `coverage` and `unknown` (as fusion.LEXICAL_PRIOR_CHUNKS).
 PRIOR_CHUNKS = 100
 
@@ -96,8 +100,7 @@ class Signals:
     vector: float  # fusion's vector evidence: cosine above the model's pair ceiling, in nats
     lexical: float  # fusion's lexical evidence, nats (0: no word in common)
     coverage: float  # share of the query's word rarity (idf) that the note holds, 0..1
-    unknown: float  # share of the query's word rarity that no note of the vault holds, 0..1
-    unique: float  # 1.0 if the note holds a query word no other chunk holds
+    unique: float  # up to 1.0 if the note holds a query word no other chunk holds
     # How much closer the prompt is to generic coding work ("add type hints to this function")
     # than to this note, in LIFT_UNITs (0 when the profile has no generic requests)
     generic: float
@@ -129,16 +132,18 @@ def signals(hit: Hit, stats: QueryStats) -> Signals:
     rarity = {t: _idf(d, n) for t, d in df.items()}
     total = sum(rarity.values())
     held = sum(rarity[t] for t in hit.matched if t in rarity)
-    unseen = sum(rarity[t] for t, d in df.items() if d == 0)
+    # A word no other chunk holds is strong evidence in a large vault and little in a tiny one
+    # (in a vault of four notes most words are in one note): weighed by the vault's size, full
+    # from UNIQUE_FULL_CHUNKS chunks on.
     unique = any(df.get(t) == 1 for t in hit.matched)
+    size = min(1.0, math.log1p(n) / math.log1p(UNIQUE_FULL_CHUNKS))
     return Signals(
         lift=lift,
         cross=1.0 if cross else 0.0,
         vector=hit.vector_evidence if hit.vector_evidence is not None else 0.0,
         lexical=min(max(hit.lexical_evidence or 0.0, 0.0), 12.0),
         coverage=0.0 if cross or total <= 0 else held / total,
-        unknown=0.0 if total <= 0 else unseen / total,
-        unique=1.0 if unique else 0.0,
+        unique=size if unique else 0.0,
         generic=(
             (stats.generic_similarity - cosine) / LIFT_UNIT
             if stats.generic_similarity is not None and cosine is not None
@@ -147,24 +152,62 @@ def signals(hit: Hit, stats: QueryStats) -> Signals:
     )
 
 
+# The prompt-level decision reads the first PROMPT_WINDOW hits of the ranking: the best and
+# second-best hit scores, and the largest value of each signal among them.
+PROMPT_WINDOW = 5
+PROMPT_SIGNALS = ("best", "second", *(f"max_{name}" for name in SIGNALS))
+
+
+def prompt_features(
+    scores: Sequence[float], vectors: Sequence[Sequence[float]]
+) -> tuple[float, ...]:
+    """The prompt-level features (PROMPT_SIGNALS) from its first hits' scores and signal
+    vectors (`Signals.vector_of`), best first."""
+    scores = list(scores[:PROMPT_WINDOW])
+    vectors = list(vectors[:PROMPT_WINDOW])
+    ranked = sorted(scores, reverse=True)
+    best = ranked[0]
+    second = ranked[1] if len(ranked) > 1 else best
+    return (best, second, *(float(max(col)) for col in zip(*vectors, strict=True)))
+
+
 @dataclass(frozen=True)
 class Calibration:
-    """How signals become a score (nats: log-odds that the note is relevant) and the bands.
+    """How signals become scores, and the bands. Two logistic models, both read in nats:
 
-    `weights` follow SIGNALS. A hit is delivered as text at a score of at least `text`, as a
-    pointer at `pointer`; VAULTMEM_GATE adds its level to both."""
+    - a hit's score (`hit_weights` over SIGNALS): the log-odds that this note is relevant;
+    - the prompt's score (`prompt_weights` over PROMPT_SIGNALS): the log-odds that the vault
+      answers the prompt at all, from its first hits taken together.
 
-    weights: tuple[float, ...]
-    bias: float
-    text: float
-    pointer: float
+    A hit is delivered as a pointer when the prompt scores at least `prompt` and the hit at
+    least `hit_pointer` (each note needs evidence of its own), as text when the hit also
+    scores at least `hit_text`. VAULTMEM_GATE adds its level to every band."""
+
+    hit_weights: tuple[float, ...]
+    hit_bias: float
+    prompt_weights: tuple[float, ...]
+    prompt_bias: float
+    prompt: float
+    hit_pointer: float
+    hit_text: float
 
     def __post_init__(self) -> None:
-        if len(self.weights) != len(SIGNALS):
-            raise ValueError(f"a calibration has {len(SIGNALS)} weights, not {len(self.weights)}")
+        if len(self.hit_weights) != len(SIGNALS):
+            raise ValueError(f"{len(SIGNALS)} hit weights needed, not {len(self.hit_weights)}")
+        if len(self.prompt_weights) != len(PROMPT_SIGNALS):
+            raise ValueError(
+                f"{len(PROMPT_SIGNALS)} prompt weights needed, not {len(self.prompt_weights)}"
+            )
 
     def score(self, s: Signals) -> float:
-        return self.bias + sum(w * x for w, x in zip(self.weights, s.vector_of(), strict=True))
+        return self.hit_bias + sum(
+            w * x for w, x in zip(self.hit_weights, s.vector_of(), strict=True)
+        )
+
+    def prompt_score(self, features: Sequence[float]) -> float:
+        return self.prompt_bias + sum(
+            w * x for w, x in zip(self.prompt_weights, features, strict=True)
+        )
 
 
 @dataclass(frozen=True)
@@ -174,8 +217,9 @@ class Verdict:
     hit: Hit
     drop: Drop | None = None
     delivery: Delivery | None = None
-    score: float = -math.inf  # the calibrated score, nats
+    score: float = -math.inf  # the hit's calibrated score, nats
     signals: Signals | None = None
+    prompt_score: float = -math.inf  # the prompt's calibrated score, nats (same for all hits)
 
     @property
     def kept(self) -> bool:
@@ -201,29 +245,33 @@ def gate(
 ) -> list[Verdict]:
     """A verdict per hit, in the ranking's order: text, pointer, or dropped.
 
-    Each hit's score is its own (`signals`, weighed by the model's `Calibration`): at least
-    `text + level` is delivered as text, at least `pointer + level` as a pointer, below that
-    it is dropped. At most `k` hits are delivered, in ranking order (a pointer may come before
-    a text hit ranked below it)."""
+    The prompt is judged first, on its first PROMPT_WINDOW hits together (does this vault
+    answer it at all?); then each hit on its own evidence (`signals`), so a note that shares
+    nothing with the prompt never rides along with a strong one. Both scores are weighed by
+    the model's `Calibration`; `level` (VAULTMEM_GATE) moves every band. At most `k` hits are
+    delivered, in ranking order (a pointer may come before a text hit ranked below it)."""
     cal = fusion.calibration
+    sigs = [signals(h, stats) for h in hits]
+    scores = [cal.score(s) for s in sigs]
+    vectors = [s.vector_of() for s in sigs]
+    p = cal.prompt_score(prompt_features(scores, vectors)) if hits else -math.inf
+    answers = p >= cal.prompt + level
     out: list[Verdict] = []
     kept = 0
-    for h in hits:
-        sig = signals(h, stats)
-        score = cal.score(sig)
-        if score >= cal.text + level:
-            delivery: Delivery | None = Delivery.TEXT
-        elif score >= cal.pointer + level:
-            delivery = Delivery.POINTER
-        else:
-            delivery = None
-        if delivery is None:
-            out.append(Verdict(h, Drop.NO_EVIDENCE, None, score, sig))
+    for h, sig, score in zip(hits, sigs, scores, strict=True):
+        delivery: Delivery | None = None
+        drop: Drop | None = None
+        if not answers:
+            drop = Drop.NO_ANSWER
+        elif score < cal.hit_pointer + level:
+            drop = Drop.NO_EVIDENCE
         elif h.score < min_score:
-            out.append(Verdict(h, Drop.BELOW_MIN_SCORE, None, score, sig))
-        elif kept >= k:
-            out.append(Verdict(h, Drop.BEYOND_K, delivery, score, sig))
+            drop = Drop.BELOW_MIN_SCORE
         else:
-            out.append(Verdict(h, None, delivery, score, sig))
-            kept += 1
+            delivery = Delivery.TEXT if score >= cal.hit_text + level else Delivery.POINTER
+            if kept >= k:
+                drop = Drop.BEYOND_K
+            else:
+                kept += 1
+        out.append(Verdict(h, drop, delivery if drop is None else None, score, sig, p))
     return out

@@ -72,8 +72,15 @@ def rows_of(corpus: str, searched: Sequence[Any]) -> list[Row]:
     for s in searched:
         if s.content_free or not s.hits:
             out.append(
-                Row(corpus, s.prompt.group, bool(s.prompt.relevant), s.prompt.relevant, [], None,
-                    np.zeros((0, len(SIGNALS))))
+                Row(
+                    corpus,
+                    s.prompt.group,
+                    bool(s.prompt.relevant),
+                    s.prompt.relevant,
+                    [],
+                    None,
+                    np.zeros((0, len(SIGNALS))),
+                )
             )
             continue
         stats = QueryStats(
@@ -92,9 +99,12 @@ def rows_of(corpus: str, searched: Sequence[Any]) -> list[Row]:
             )
             for h in s.hits
         ]
-        sig = np.array([signals(h, stats).vector_of() for h in hits[:PROMPT_WINDOW * 2]])
-        out.append(Row(corpus, s.prompt.group, bool(s.prompt.relevant), s.prompt.relevant, hits,
-                       stats, sig))
+        sig = np.array([signals(h, stats).vector_of() for h in hits[: PROMPT_WINDOW * 2]])
+        out.append(
+            Row(
+                corpus, s.prompt.group, bool(s.prompt.relevant), s.prompt.relevant, hits, stats, sig
+            )
+        )
     return out
 
 
@@ -213,6 +223,25 @@ def rounded(cal: Calibration) -> Calibration:
         round(cal.prompt, 2),
         round(cal.hit_pointer, 2),
         round(cal.hit_text, 2),
+    )
+
+
+def close(a: Calibration, b: Calibration, *, weight: float = 0.02, band: float = 0.1) -> bool:
+    """Whether two calibrations are the same fit up to run-to-run noise (HNSW's approximate
+    candidate tail moves a weight in its second decimal at most)."""
+    weights = [
+        *zip(a.hit_weights, b.hit_weights, strict=True),
+        *zip(a.prompt_weights, b.prompt_weights, strict=True),
+    ]
+    bands = [
+        (a.prompt, b.prompt),
+        (a.hit_pointer, b.hit_pointer),
+        (a.hit_text, b.hit_text),
+        (a.hit_bias, b.hit_bias),
+        (a.prompt_bias, b.prompt_bias),
+    ]
+    return all(abs(x - y) <= weight for x, y in weights) and all(
+        abs(x - y) <= band for x, y in bands
     )
 
 

@@ -160,7 +160,14 @@ def _unanswerable_sets() -> dict[str, list[Prompt]]:
 
 def collection() -> list[DevCorpus]:
     """The six dev corpora, each with its answerable and unanswerable prompts."""
-    corpora = [_tldr(), _scifact(), _cmrc(), _own_corpus("conversations"), _own_corpus("personal_kb"), _team()]
+    corpora = [
+        _tldr(),
+        _scifact(),
+        _cmrc(),
+        _own_corpus("conversations"),
+        _own_corpus("personal_kb"),
+        _team(),
+    ]
     shared = _unanswerable_sets()
     by_name = {c.name: c for c in corpora}
     # Another corpus's questions: the shape of a question this vault does not hold.
@@ -205,9 +212,7 @@ def dump(corpus: DevCorpus, conn: Any, vault_id: int, embedder: Any) -> list[Sea
     for p in corpus.prompts:
         c = fetch_candidates(conn, vault_id, p.text, embedder, k=10)
         hits = fuse_candidates(c, fusion)[:20]
-        cos = sorted(
-            (float(r["vscore"]) for r in c.rows if r["vrank"] is not None), reverse=True
-        )
+        cos = sorted((float(r["vscore"]) for r in c.rows if r["vrank"] is not None), reverse=True)
         first = c.rows[0] if c.rows else {}
         keep = {(h.path, h.chunk_index) for h in hits}
         matched = {

@@ -82,15 +82,15 @@ class Hit:
 # fmt: off
 DEFAULT_CALIBRATION = Calibration(
     # lift, cross, vector, lexical, coverage, unique, generic
-    hit_weights=(0.4084, 2.6191, 0.1576, 0.1461, 2.5715, 1.5941, -0.1644),
-    hit_bias=-3.355,
+    hit_weights=(0.4085, 2.6069, 0.1567, 0.1468, 2.5728, 1.5852, -0.1635),
+    hit_bias=-3.348,
     # best, second, max_lift, max_cross, max_vector, max_lexical, max_coverage, max_unique,
     # max_generic
-    prompt_weights=(0.5051, 0.2062, 0.2563, 1.0532, 0.0229, 0.0722, 1.4446, 0.011, -0.1674),
-    prompt_bias=-1.665,
+    prompt_weights=(0.5075, 0.206, 0.2555, 1.0493, 0.022, 0.0716, 1.433, 0.001, -0.1681),
+    prompt_bias=-1.65,
     prompt=-1.3,
-    hit_pointer=-1.95,
-    hit_text=1.86,
+    hit_pointer=-1.94,
+    hit_text=1.85,
 )
 # fmt: on
 # Tests only (the "hash" provider: hashed bags of words): a note in another script than the

@@ -258,11 +258,15 @@ def gate(
     answers = p >= cal.prompt + level
     out: list[Verdict] = []
     kept = 0
-    for h, sig, score in zip(hits, sigs, scores, strict=True):
+    for rank, (h, sig, score) in enumerate(zip(hits, sigs, scores, strict=True)):
         delivery: Delivery | None = None
         drop: Drop | None = None
         if not answers:
             drop = Drop.NO_ANSWER
+        elif rank >= max(k, PROMPT_WINDOW):
+            # Only the ranking's first places are judged (the models were fitted on them): a
+            # note ranked 40th is not offered because its own signals happen to be fair.
+            drop = Drop.BEYOND_K
         elif score < cal.hit_pointer + level:
             drop = Drop.NO_EVIDENCE
         elif h.score < min_score:

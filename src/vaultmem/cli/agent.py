@@ -192,3 +192,64 @@ def _log_write(root: Path, path: str, chars: int) -> None:
         paths=[path],
         chars=max(1, chars),
     )
+
+
+def _review_root(vault: str | None) -> Path:
+    """The vault `inbox` reviews: the registered vault (VAULTMEM_VAULT, the one holding the
+    current directory, the default), else the repository around the current directory."""
+    from ..errors import ConfigError
+    from .base import reading_vault, vault_root
+
+    entry = reading_vault(vault)
+    if entry is not None and entry.path is None:
+        raise ConfigError(
+            f"{entry.name} is a shared vault: its agent notes are reviewed on its source"
+        )
+    return entry.path if entry is not None else vault_root(vault)
+
+
+@cli.group(name="inbox", invoke_without_command=True)
+@click.option("--vault", help="The vault (default: as for `vaultmem context`).")
+@json_option
+@click.pass_context
+def inbox_group(ctx: click.Context, vault: str | None, as_json: bool) -> None:
+    """List the notes the agent wrote since you last looked (`vaultmem inbox done`): path,
+    title, session, commit and date, newest first, read from the vault's git history (commits
+    by the agent's author or with the `Vaultmem-Agent:` trailer). Keep a note as it is, edit
+    it, or discard it with `git revert COMMIT` or `git rm PATH`; a note you removed leaves the
+    inbox. What you have seen is kept in your vaultmem home, never in the repository."""
+    ctx.ensure_object(dict)
+    ctx.obj["vault"] = vault
+    if ctx.invoked_subcommand is not None:
+        return
+    from ..agent.inbox import inbox
+    from ..config import user_home
+
+    items = inbox(_review_root(vault), user_home())
+    if as_json:
+        print_json([i.to_dict() for i in items])
+        return
+    if not items:
+        echo("inbox empty: the agent wrote nothing since you last looked", err=True)
+        return
+    for i in items:
+        session = f"  session {display_path(i.session)}" if i.session else ""
+        more = f" ({i.writes} writes)" if i.writes > 1 else ""
+        click.echo(
+            f"{i.commit[:12]}  {display_path(i.date[:16])}  {display_path(i.path)}  "
+            f"{display_path(repr(i.title))}{more}{session}"
+        )
+    echo(f"{len(items)} note(s): review them, then `vaultmem inbox done`", err=True)
+
+
+@inbox_group.command(name="done")
+@click.option("--through", help="Mark up to this commit (default: HEAD).")
+@click.option("--vault", help="The vault (default: as for `vaultmem context`).")
+@click.pass_context
+def inbox_done(ctx: click.Context, through: str | None, vault: str | None) -> None:
+    """Mark the agent's notes up to HEAD (or --through COMMIT, one `inbox` listed) as seen."""
+    from ..agent.inbox import done
+    from ..config import user_home
+
+    seen, marked = done(_review_root(vault or ctx.obj.get("vault")), user_home(), through)
+    echo(f"inbox marked seen through {seen.head[:12]} ({marked} note(s))")

@@ -28,6 +28,10 @@ class MemoryRefused(VaultmemError):
     exit_code = 10
 
 
+class NotAgentNote(WriteRefused):
+    """The note of that title is the user's: the agent adds to and replaces only its own."""
+
+
 @dataclass(frozen=True)
 class Provenance:
     session: str | None = None
@@ -102,6 +106,7 @@ def remember(
     provenance: Provenance = Provenance(),
     rules: Rules | None = None,
     environ: dict[str, str] | None = None,
+    trailer: str = "remember",
 ) -> Written:
     """Scan, then commit the note `title` under the agent folder. Same title, same path: an
     update (needs `expect_blob`, the blob last read) or, with `append`, a dated entry."""
@@ -112,7 +117,7 @@ def remember(
     if existing is not None and not _written_by_agent(path, existing, own_folder):
         # The agent adds to and replaces only its own notes: its text in a note of the user's
         # would be delivered with the user's authority (agent.provenance).
-        raise WriteRefused(
+        raise NotAgentNote(
             f"{path} is a note of the user's: the agent updates only its own notes "
             "(choose another title)"
         )
@@ -137,4 +142,11 @@ def remember(
         )
     if isinstance(outcome, Skip):
         raise MemoryRefused(f"memory refused: {outcome.reason}")
-    return commit_file(root, path, data, expect_blob=expect_blob, message=f"remember: {title[:60]}")
+    return commit_file(
+        root,
+        path,
+        data,
+        expect_blob=expect_blob,
+        message=f"{trailer}: {title[:60]}",
+        trailer_value=trailer,
+    )

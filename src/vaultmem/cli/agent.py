@@ -253,3 +253,45 @@ def inbox_done(ctx: click.Context, through: str | None, vault: str | None) -> No
 
     seen, marked = done(_review_root(vault or ctx.obj.get("vault")), user_home(), through)
     echo(f"inbox marked seen through {seen.head[:12]} ({marked} note(s))")
+
+
+@cli.command(name="distill")
+@click.option(
+    "--limit", type=click.IntRange(1, None), default=None, help="Distill at most N sessions."
+)
+@click.option("--vault", help="Write into this registered vault (default: as for the hook).")
+@json_option
+def distill_cmd(limit: int | None, vault: str | None, as_json: bool) -> None:
+    """Turn the sessions queued by `hooks install --claude --capture` into notes: decisions,
+    fixes, gotchas and to-dos, each committed through `remember` (scanned first: a sensitive
+    one is refused and reported by category only). Uses your own `claude -p`
+    (VAULTMEM_CLAUDE_BIN, else `claude` on PATH) with the prompt kept in vaultmem, on an
+    excerpt of each transcript (your and the assistant's text, bounded); the transcript itself
+    never enters the vault. A session leaves the queue only once its notes are committed; when
+    claude fails, nothing leaves it and the exit code is 11. Run it yourself, on a schedule,
+    or at the start of a session; review what it wrote with `vaultmem inbox`."""
+    from ..agent.distill import run
+    from ..config import load_settings, user_home
+
+    settings = load_settings()
+    results, remaining = run(
+        user_home(),
+        limit=limit,
+        vault=vault,
+        claude_bin=settings.claude_bin,
+        timeout=settings.distill_timeout,
+    )
+    if as_json:
+        print_json({"sessions": [r.to_dict() for r in results], "remaining": remaining})
+        return
+    if not results:
+        echo("no sessions queued", err=True)
+        return
+    for r in results:
+        what = f"skipped ({r.skipped})" if r.skipped else f"{len(r.written)} note(s)"
+        if r.refused:
+            what += f", {len(r.refused)} refused ({', '.join(r.refused)})"
+        echo(f"session {display_path(r.session_id[:12])}: {what}")
+        for w in r.written:
+            echo(f"  {w['kind']:<8} {display_path(w['path'])}  {w['commit'][:12]}")
+    echo(f"{remaining} session(s) still queued; review the notes with `vaultmem inbox`", err=True)

@@ -176,6 +176,13 @@ def test_install_capture_registers_session_end_and_uninstall_removes_it(
     again = CliRunner().invoke(cli, ["hooks", "install", *args, "--capture"])
     assert again.exit_code == 0
     assert json.loads((project / ".claude" / "settings.local.json").read_text()) == data
+    status = CliRunner().invoke(
+        cli, ["hooks", "status", "--claude", "--project-dir", str(project), "--json"]
+    )
+    listed = [e for e in json.loads(status.stdout) if e["name"] == "claude-capture"]
+    assert [(e["scope"], e["installed"], e["executable_ok"]) for e in listed] == [
+        ("project", True, True)
+    ]
     gone = CliRunner().invoke(cli, ["hooks", "uninstall", *args])
     assert gone.exit_code == 0 and "SessionEnd capture hook removed" in gone.stdout
     data = json.loads((project / ".claude" / "settings.local.json").read_text())

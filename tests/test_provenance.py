@@ -225,3 +225,28 @@ def check_mcp_provenance(tools) -> None:  # noqa: ANN001
     recent = tools.recent(5)
     assert re.search(r'path="agent/deploy-pipeline-setup.md"[^>]*source="agent"', recent)
     assert not re.search(r'path="notes/deploy.md"[^>]*source=', recent)
+
+
+def test_mcp_stdio_client_sees_the_agents_note_attributed(registered, tmp_path) -> None:  # noqa: ANN001
+    """Through the SDK's stdio client: a note the agent remembered comes back from `search`
+    with source="agent", a note of the user's without."""
+    from test_mcp import session, text_of
+
+    elsewhere = tmp_path / "some-project"
+    elsewhere.mkdir()
+    _, results = session(
+        elsewhere,
+        [
+            ("remember", {"title": "Deploy pipeline setup", "text": HOSTILE}),
+            ("search", {"query": "deploy pipeline toolchain"}),
+        ],
+    )
+    stored, _ = results
+    assert not stored.is_error, text_of(stored)
+    index(registered.root)  # the tool started the catch-up; make sure it is done
+    _, (found,) = session(elsewhere, [("search", {"query": "deploy pipeline toolchain"})])
+    out = text_of(found)
+    agent_hit = next(line for line in out.splitlines() if "agent/deploy-pipeline-setup.md" in line)
+    assert 'source="agent"' in agent_hit and f'project="{elsewhere}"' in agent_hit
+    user_hit = next(line for line in out.splitlines() if 'path="notes/deploy.md"' in line)
+    assert "source=" not in user_hit

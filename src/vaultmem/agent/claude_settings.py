@@ -286,19 +286,26 @@ class ClaudeHookStatus:
     problem: str | None  # the settings file could not be read
 
 
-def claude_hook_status(scope: str, project_dir: Path | None = None) -> ClaudeHookStatus:
-    """Whether the scope's settings.json registers our hook, and whether it can still run."""
+def claude_hook_status(
+    scope: str,
+    project_dir: Path | None = None,
+    *,
+    event: str = EVENT,
+    subcommand: str = HOOK_SUBCOMMAND,
+) -> ClaudeHookStatus:
+    """Whether the scope's settings.json registers our hook (or `event`'s hook running
+    `subcommand`), and whether it can still run."""
     path = settings_path(scope, project_dir)
     try:
         data = read_json_object(path, below=settings_base(scope, project_dir))
     except (ConfigError, OSError) as exc:
         return ClaudeHookStatus(scope, path, False, None, False, str(exc))
     hooks = data.get("hooks")
-    groups = hooks.get(EVENT) if isinstance(hooks, dict) else None
+    groups = hooks.get(event) if isinstance(hooks, dict) else None
     for group in groups if isinstance(groups, list) else []:
         entries = group.get("hooks") if isinstance(group, dict) else None
         for entry in entries if isinstance(entries, list) else []:
-            if is_our_hook(entry):
+            if is_our_hook(entry, subcommand):
                 command = entry["command"]
                 return ClaudeHookStatus(scope, path, True, command, command_runnable(command), None)
     return ClaudeHookStatus(scope, path, False, None, False, None)

@@ -246,7 +246,7 @@ def hooks_status(
     user settings.json. Exit 1 when a git hook is missing (the Claude Code hook is optional).
     """
     from ..agent.claude_mcp import mcp_server_status
-    from ..agent.claude_settings import claude_hook_status
+    from ..agent.claude_settings import CAPTURE_EVENT, CAPTURE_SUBCOMMAND, claude_hook_status
     from ..index import git_hooks
 
     _, project_dir = _claude_scope(True, None, project_dir)
@@ -256,12 +256,23 @@ def hooks_status(
         claude_hook_status("user"),
     ]
     servers = [mcp_server_status("local", project_dir), mcp_server_status("user")]
+    captures = [
+        c
+        for c in (
+            claude_hook_status(
+                scope, project_dir, event=CAPTURE_EVENT, subcommand=CAPTURE_SUBCOMMAND
+            )
+            for scope in ("project", "shared", "user")
+        )
+        if c.installed  # opt-in: listed only where it is registered
+    ]
     items = [] if claude_only else git_hooks.status(vault_root(vault))
     if as_json:
         print_json(
             [{**h.__dict__, "path": str(h.path)} for h in items]
             + [{"name": "claude-code", **c.__dict__, "path": str(c.path)} for c in claude]
             + [{"name": "claude-mcp", **m.__dict__, "path": str(m.path)} for m in servers]
+            + [{"name": "claude-capture", **c.__dict__, "path": str(c.path)} for c in captures]
         )
     else:
         for h in items:
@@ -300,6 +311,9 @@ def hooks_status(
                     f"`vaultmem hooks install --claude --{hook_scope}` again"
                 )
             echo(f"claude-mcp ({m.scope}): {state}  {m.path}")
+        for c in captures:
+            state = "installed" if c.executable_ok else "installed but its program is gone"
+            echo(f"claude-capture ({c.scope}, SessionEnd): {state}  {c.path}")
     if not all(h.installed for h in items):
         sys.exit(1)
 

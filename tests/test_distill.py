@@ -139,7 +139,7 @@ def test_queued_session_becomes_committed_scanned_notes(setup, monkeypatch, conn
         ("gotcha", "agent/flaky-migration-test.md"),
     ]
     # the secret-bearing note is refused, reported by category only, and left nowhere
-    assert len(session["refused"]) == 1 and AWS_KEY not in result.output
+    assert session["refused"] == ["secret"] and AWS_KEY not in result.output
     assert AWS_KEY not in git(vault.root, "log", "-p", "--all")
     assert not (vault.root / "agent" / "deploy-credentials.md").exists()
 
@@ -262,6 +262,24 @@ def test_excerpt_keeps_text_only_and_is_bounded() -> None:
     text = excerpt(long)
     assert len(text) <= MAX_EXCERPT_CHARS
     assert text.startswith("User: task") and "step 199" in text and "left out" in text
+
+
+def test_a_long_transcript_is_read_at_its_start_and_its_end(tmp_path: Path) -> None:
+    from vaultmem.agent import distill as mod
+
+    path = tmp_path / "long.jsonl"
+    filler = _line("assistant", [{"type": "text", "text": "filler " * 200}])
+    with path.open("w") as fh:
+        fh.write(_line("user", "THE TASK: speed up the build") + "\n")
+        for _ in range(mod.MAX_READ_BYTES // len(filler) + 50):
+            fh.write(filler + "\n")
+        fh.write(_line("assistant", "THE OUTCOME: uv sync") + "\n")
+    text = mod.read_excerpt(path, tmp_path)
+    assert text.startswith("User: THE TASK") and text.endswith("Assistant: THE OUTCOME: uv sync")
+    link = tmp_path / "sub"
+    link.symlink_to(tmp_path)
+    with pytest.raises(Exception, match="symbolic link"):
+        mod.read_excerpt(link / "long.jsonl", tmp_path)
 
 
 @pytest.mark.parametrize(

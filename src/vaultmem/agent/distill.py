@@ -32,13 +32,14 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..errors import ClaudeFailed, ConfigError, VaultmemError
-from ..files import atomic_write, read_regular
+from ..errors import ClaudeFailed, ConfigError
+from ..files import atomic_write, open_regular, read_regular
 from . import capture
 
 KINDS = ("decision", "fix", "gotcha", "todo")
 PROMPT_RESOURCE = "distill_prompt.md"
 MAX_READ_BYTES = 8 * 1024 * 1024
+HEAD_BYTES = 1024 * 1024
 MAX_EXCERPT_CHARS = 24_000
 MAX_TURN_CHARS = 2_000
 MAX_NOTES = 5
@@ -115,11 +116,21 @@ def excerpt(pairs: list[tuple[str, str]], max_chars: int = MAX_EXCERPT_CHARS) ->
     return whole[:head_room] + marker + whole[-tail_room:]
 
 
-def read_excerpt(path: Path) -> str:
-    """The excerpt of the transcript at `path` (read at most MAX_READ_BYTES, never through a
-    link: `capture.accepted_transcript` checked it)."""
-    data = read_regular(path, limit=MAX_READ_BYTES) or b""
-    return excerpt(turns(data.splitlines()))
+def read_excerpt(path: Path, below: Path) -> str:
+    """The excerpt of the transcript at `path`, opened with no link followed below `below`
+    (Claude Code's projects folder; `capture.accepted_transcript` checked it). At most
+    MAX_READ_BYTES are read: of a longer transcript its first HEAD_BYTES (the task) and the
+    rest from its end (where the outcome is), whole lines only."""
+    fd = open_regular(path, os.O_RDONLY, below=below)
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= MAX_READ_BYTES:
+            lines = fh.read().splitlines()
+        else:
+            head = fh.read(HEAD_BYTES).splitlines()[:-1]  # the last line may be cut
+            fh.seek(size - (MAX_READ_BYTES - HEAD_BYTES))
+            lines = head + fh.read().splitlines()[1:]  # so may the first
+    return excerpt(turns(lines))
 
 
 # --- claude's answer (pure) ------------------------------------------------------------------
@@ -295,14 +306,6 @@ def _load_progress(home: Path, item: capture.Queued) -> tuple[list[Note] | None,
     return notes, done
 
 
-def _refusal_categories(exc: VaultmemError) -> str:
-    found = re.search(r"\(([^()]*)\)", str(exc))
-    kinds = sorted(
-        {part.split(":")[0].strip() for part in (found.group(1) if found else "").split(",")}
-    )
-    return ",".join(k for k in kinds if k) or "sensitive"
-
-
 def distill_one(
     item: capture.Queued,
     *,
@@ -335,7 +338,7 @@ def distill_one(
     settings = load_settings(entry.path, user=user, entry=entry)
     notes, done = _load_progress(home, item)
     if notes is None:
-        text = read_excerpt(path)
+        text = read_excerpt(path, capture.claude_projects_dir().resolve())
         if not text.strip():
             result.skipped = "empty-session"
             return result
@@ -357,7 +360,7 @@ def distill_one(
                 trailer="distill",
             )
         except MemoryRefused as exc:
-            result.refused.append(_refusal_categories(exc))
+            result.refused.append(",".join(exc.categories) or "sensitive")
         except NotAgentNote:
             result.refused.append("user-note")
         else:

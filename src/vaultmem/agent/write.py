@@ -23,9 +23,14 @@ DEFAULT_AGENT_FOLDER = "agent"
 
 
 class MemoryRefused(VaultmemError):
-    """The memory would be quarantined (it holds a credential or personal data): not written."""
+    """The memory would be quarantined (it holds a credential or personal data): not written.
+    `categories` names what was found (never the text)."""
 
     exit_code = 10
+
+    def __init__(self, message: str, categories: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.categories = categories
 
 
 class NotAgentNote(WriteRefused):
@@ -138,10 +143,11 @@ def remember(
         kinds = sorted({f"{f.category}:{f.rule_id}" for f in outcome.findings})
         raise MemoryRefused(
             "memory refused: it would be quarantined (" + ", ".join(kinds) + "); "
-            "remove the sensitive part and try again"
+            "remove the sensitive part and try again",
+            tuple(sorted({str(f.category) for f in outcome.findings})),
         )
     if isinstance(outcome, Skip):
-        raise MemoryRefused(f"memory refused: {outcome.reason}")
+        raise MemoryRefused(f"memory refused: {outcome.reason}", (str(outcome.code),))
     return commit_file(
         root,
         path,

@@ -116,6 +116,7 @@ def _entry_open(hit: RenderableHit, extra: Mapping[str, str] | None = None) -> s
     more = "".join(
         f' {name}="{escape_attr(_shorten(value, MAX_PATH_CHARS))}"'
         for name, value in (extra or {}).items()
+        if name.isascii() and name.replace("_", "").isalpha()  # a name is never escaped text
     )
     return f'<{ENTRY_TAG} path="{path}" heading="{heading}" commit="{commit}"{more}>\n'
 

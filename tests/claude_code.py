@@ -66,3 +66,50 @@ def hook(prompt: str, cwd: Path, env: dict[str, str] | None = None, *args: str) 
     )
     assert proc.returncode == 0
     return proc.stdout.decode()
+
+
+STAND_IN_CLAUDE = """#!{python}
+# A stand-in for `claude -p`: records its arguments, standard input, folder and environment,
+# then answers as `claude -p --output-format json` does (or fails, or hangs).
+import json, os, sys, time
+record = {{
+    "argv": sys.argv[1:],
+    "stdin": sys.stdin.read(),
+    "cwd": os.getcwd(),
+    "cwd_entries": os.listdir("."),
+    "distilling": os.environ.get("VAULTMEM_DISTILLING"),
+}}
+with open({record!r}, "a", encoding="utf-8") as fh:
+    fh.write(json.dumps(record) + "\\n")
+mode = {mode!r}
+if mode == "hang":
+    time.sleep(600)
+if mode == "fail":
+    sys.stderr.write("stand-in failure, transcript said: SECRET-IN-STDERR\\n")
+    sys.exit(1)
+if mode == "garbage":
+    print("I could not do that")
+    sys.exit(0)
+print(json.dumps({{"type": "result", "subtype": "success", "is_error": False,
+                  "result": {answer!r}, "session_id": "distill-run"}}))
+"""
+
+
+def stand_in_claude(bindir: Path, record: Path, *, answer: str = "", mode: str = "ok") -> Path:
+    """Write an executable `claude` into `bindir` that records every call (one JSON line in
+    `record`) and answers `answer` as its `result` (mode "ok"), exits 1 ("fail"), prints no
+    JSON ("garbage") or never answers ("hang")."""
+    bindir.mkdir(parents=True, exist_ok=True)
+    path = bindir / "claude"
+    path.write_text(
+        STAND_IN_CLAUDE.format(python=sys.executable, record=str(record), mode=mode, answer=answer),
+        encoding="utf-8",
+    )
+    path.chmod(0o755)
+    return path
+
+
+def recorded_calls(record: Path) -> list[dict]:
+    if not record.exists():
+        return []
+    return [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]

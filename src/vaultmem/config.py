@@ -142,6 +142,26 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "write transaction renews it): how soon another machine may take over a vault whose "
         "ingester crashed.",
     ),
+    "VAULTMEM_AGENT_FOLDER": (
+        "agent",
+        "The vault folder the agent writes its notes in (`remember`, `distill`). Notes there, "
+        "or whose front matter says `author: agent`, reach a prompt as the agent's claims, "
+        "never as your preferences.",
+    ),
+    "VAULTMEM_CAPTURE_EXCLUDE": (
+        "",
+        "Comma-separated project folders whose Claude Code sessions are never captured "
+        "(`hooks install --claude --capture`); a folder excludes everything below it.",
+    ),
+    "VAULTMEM_CLAUDE_BIN": (
+        "",
+        "The `claude` executable `vaultmem distill` runs. Default: claude on PATH.",
+    ),
+    "VAULTMEM_DISTILL_TIMEOUT": (
+        "300",
+        "Seconds `vaultmem distill` waits for one `claude -p` call before it gives up "
+        "(the session stays queued).",
+    ),
 }
 
 SECRET_NAMES = ("PASSWORD", "API_KEY", "TOKEN", "SECRET")
@@ -179,6 +199,33 @@ class Engine(StrEnum):
 
 
 _Choice = TypeVar("_Choice", Provider, Engine)
+
+
+def normalise_agent_folder(raw: str) -> str:
+    """VAULTMEM_AGENT_FOLDER as a plain relative folder of the vault (`agent`, `notes/agent`);
+    a ConfigError for anything that would leave the vault or write into `.git`."""
+    import posixpath
+
+    value = raw.strip().strip("/")
+    if not value:
+        return SETTINGS["VAULTMEM_AGENT_FOLDER"][0]
+    parts = value.split("/")
+    if any(part in ("", ".", "..") for part in parts) or parts[0] == ".git" or "\0" in value:
+        raise ConfigError(
+            f"VAULTMEM_AGENT_FOLDER={raw!r} is not a plain folder inside the vault: use a "
+            "relative path such as agent or notes/agent"
+        )
+    return posixpath.normpath(value)
+
+
+def user_setting(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """One user-level setting: the environment, else the registry's `[settings]`, else the
+    default (never a repository's file)."""
+    env_now = os.environ if environ is None else environ
+    if env_now.get(name):
+        return env_now[name]
+    user = load_user_config(env_now)
+    return user.settings.get(name) or SETTINGS[name][0]
 
 
 def _choice(kind: type[_Choice], name: str, raw: str, what: str) -> _Choice:
@@ -234,6 +281,11 @@ class Settings:
     # This installation's id as the registry (or VAULTMEM_INSTALLATION_ID) names it; None when
     # none is recorded yet (`vaults.installation_id` creates one where a writer needs it).
     installation: str | None = None
+    agent_folder: str = "agent"
+    # Project folders (absolute, as the user wrote them) whose sessions are never captured.
+    capture_exclude: tuple[str, ...] = ()
+    claude_bin: str = ""
+    distill_timeout: float = 300.0
 
     def redacted(self) -> dict[str, str]:
         """Settings as strings, safe to print: secrets masked, passwords cut out of URLs."""
@@ -410,4 +462,8 @@ def load_settings(
         ref=entry.ref if entry is not None else None,
         writer_lease=max(1.0, _float(env, "VAULTMEM_WRITER_LEASE")),
         installation=installation_id(env_now, user=user, create=False),
+        agent_folder=normalise_agent_folder(get("VAULTMEM_AGENT_FOLDER")),
+        capture_exclude=_csv(get("VAULTMEM_CAPTURE_EXCLUDE")),
+        claude_bin=get("VAULTMEM_CLAUDE_BIN"),
+        distill_timeout=max(1.0, _float(env, "VAULTMEM_DISTILL_TIMEOUT")),
     )

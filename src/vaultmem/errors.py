@@ -69,6 +69,13 @@ class DriftDetected(VaultmemError):
     reported = True
 
 
+class ClaudeFailed(VaultmemError):
+    """`vaultmem distill`: the user's `claude -p` failed (missing, non-zero exit, timeout,
+    output that is not the notes asked for). Nothing leaves the queue."""
+
+    exit_code = 11
+
+
 class AuditPathError(VaultmemError):
     """`vaultmem audit` got a path it cannot act on (not quarantined, not allowed, not at HEAD)."""
 

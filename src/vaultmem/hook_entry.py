@@ -1,4 +1,5 @@
-"""The file Claude Code runs for every prompt: `<python> -S <this file> claude-hook [options]`.
+"""The file Claude Code runs for every prompt: `<python> -S <this file> claude-hook [options]`
+(and, with session capture, at every session's end: `... capture-session`).
 
 Design decision: the registered hook runs this file with `-S` rather than the `vaultmem`
 console script, because `site` (the venv's .pth files, setuptools' distutils shim, the user
@@ -20,6 +21,10 @@ if __name__ == "__main__":
         from vaultmem.agent.claude_hook import main as hook_main
 
         hook_main(sys.argv[2:])  # returns only for --help or bad options: the CLI handles those
+    if sys.argv[1:] == ["capture-session"]:
+        from vaultmem.agent.capture import main as capture_main
+
+        capture_main()  # SessionEnd: queue the session for `vaultmem distill`; always exits 0
     from vaultmem.agent.claude_hook import full_environment
 
     full_environment()

@@ -26,6 +26,10 @@ from ..files import append_line, atomic_write, read_regular
 
 EVENT = "UserPromptSubmit"
 HOOK_SUBCOMMAND = "claude-hook"
+# Session capture (opt-in, `hooks install --claude --capture`): queues the ended session.
+CAPTURE_EVENT = "SessionEnd"
+CAPTURE_SUBCOMMAND = "capture-session"
+CAPTURE_TIMEOUT_SECONDS = 5
 # Claude Code's own limit for the hook; `claude-hook` gives up well before it (fails open).
 HOOK_TIMEOUT_SECONDS = 10
 
@@ -47,26 +51,37 @@ def hook_command(python: str | None = None, *extra: str) -> str:
     was started, so a venv stays a venv) with `-S` on `hook_entry.py` (see there why).
 
     `python` is the interpreter to record, default this one."""
+    return entry_command(HOOK_SUBCOMMAND, python, *extra)
+
+
+def entry_command(subcommand: str, python: str | None = None, *extra: str) -> str:
+    """`<python> -S <path>/hook_entry.py SUBCOMMAND ...` (see `hook_command`)."""
     python = python or sys.executable
     if not python:  # an embedded interpreter that cannot name itself
-        return shlex.join([*vaultmem_program(), HOOK_SUBCOMMAND, *extra])
+        return shlex.join([*vaultmem_program(), subcommand, *extra])
     entry = Path(__file__).resolve().parents[1] / "hook_entry.py"
-    return shlex.join([python, "-S", str(entry), HOOK_SUBCOMMAND, *extra])
+    return shlex.join([python, "-S", str(entry), subcommand, *extra])
 
 
-def is_our_hook(entry: Any) -> bool:
+def is_our_hook(entry: Any, subcommand: str = HOOK_SUBCOMMAND) -> bool:
     return (
         isinstance(entry, dict)
         and isinstance(entry.get("command"), str)
         and "vaultmem" in entry["command"]
-        and HOOK_SUBCOMMAND in entry["command"]
+        and subcommand in entry["command"]
     )
 
 
 def merge_hook(
-    settings: dict[str, Any], command: str, *, timeout: int = HOOK_TIMEOUT_SECONDS
+    settings: dict[str, Any],
+    command: str,
+    *,
+    timeout: int = HOOK_TIMEOUT_SECONDS,
+    event: str = EVENT,
+    subcommand: str = HOOK_SUBCOMMAND,
 ) -> tuple[dict[str, Any], bool]:
-    """`settings` with our UserPromptSubmit hook added or updated; (new settings, changed?).
+    """`settings` with our UserPromptSubmit hook (or `event`'s hook running `subcommand`) added
+    or updated; (new settings, changed?).
 
     Pure: the input is not modified. Raises ConfigError when `hooks` has a shape Claude Code
     would not accept either, rather than guessing and clobbering it.
@@ -77,10 +92,10 @@ def merge_hook(
     hooks = out.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ConfigError('"hooks" in the Claude Code settings is not an object: fix it first')
-    groups = hooks.setdefault(EVENT, [])
+    groups = hooks.setdefault(event, [])
     if not isinstance(groups, list):
         raise ConfigError(
-            f'"hooks.{EVENT}" in the Claude Code settings is not a list: fix it first'
+            f'"hooks.{event}" in the Claude Code settings is not a list: fix it first'
         )
     wanted = {"type": "command", "command": command, "timeout": timeout}
     found = False
@@ -91,7 +106,7 @@ def merge_hook(
             continue
         kept = []
         for entry in group["hooks"]:
-            if is_our_hook(entry):
+            if is_our_hook(entry, subcommand):
                 if found:
                     continue  # a duplicate from an older install: drop it
                 found = True
@@ -101,12 +116,15 @@ def merge_hook(
             new_groups.append({**group, "hooks": kept})  # groups emptied by de-duplication go
     if not found:
         new_groups.append({"hooks": [wanted]})
-    hooks[EVENT] = new_groups
+    hooks[event] = new_groups
     return out, out != settings
 
 
-def remove_hook(settings: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """`settings` without our UserPromptSubmit hook; (new settings, changed?). Pure.
+def remove_hook(
+    settings: dict[str, Any], *, event: str = EVENT, subcommand: str = HOOK_SUBCOMMAND
+) -> tuple[dict[str, Any], bool]:
+    """`settings` without our UserPromptSubmit hook (or `event`'s hook running `subcommand`);
+    (new settings, changed?). Pure.
 
     Groups left empty by the removal go, then an empty event list and an empty `hooks`; every
     other hook and setting stays as it is.
@@ -114,13 +132,13 @@ def remove_hook(settings: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     if not isinstance(settings, dict):
         raise ConfigError("the Claude Code settings file does not hold a JSON object: fix it first")
     hooks = settings.get("hooks")
-    groups = hooks.get(EVENT) if isinstance(hooks, dict) else None
+    groups = hooks.get(event) if isinstance(hooks, dict) else None
     if not isinstance(groups, list):
         return copy.deepcopy(settings), False
     new_groups: list[Any] = []
     for group in groups:
         if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-            kept = [e for e in group["hooks"] if not is_our_hook(e)]
+            kept = [e for e in group["hooks"] if not is_our_hook(e, subcommand)]
             if len(kept) != len(group["hooks"]):
                 if kept:
                     new_groups.append({**group, "hooks": copy.deepcopy(kept)})
@@ -130,9 +148,9 @@ def remove_hook(settings: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         return copy.deepcopy(settings), False
     out = copy.deepcopy(settings)
     if new_groups:
-        out["hooks"][EVENT] = new_groups
+        out["hooks"][event] = new_groups
     else:
-        del out["hooks"][EVENT]
+        del out["hooks"][event]
         if not out["hooks"]:
             del out["hooks"]
     return out, True
@@ -268,19 +286,26 @@ class ClaudeHookStatus:
     problem: str | None  # the settings file could not be read
 
 
-def claude_hook_status(scope: str, project_dir: Path | None = None) -> ClaudeHookStatus:
-    """Whether the scope's settings.json registers our hook, and whether it can still run."""
+def claude_hook_status(
+    scope: str,
+    project_dir: Path | None = None,
+    *,
+    event: str = EVENT,
+    subcommand: str = HOOK_SUBCOMMAND,
+) -> ClaudeHookStatus:
+    """Whether the scope's settings.json registers our hook (or `event`'s hook running
+    `subcommand`), and whether it can still run."""
     path = settings_path(scope, project_dir)
     try:
         data = read_json_object(path, below=settings_base(scope, project_dir))
     except (ConfigError, OSError) as exc:
         return ClaudeHookStatus(scope, path, False, None, False, str(exc))
     hooks = data.get("hooks")
-    groups = hooks.get(EVENT) if isinstance(hooks, dict) else None
+    groups = hooks.get(event) if isinstance(hooks, dict) else None
     for group in groups if isinstance(groups, list) else []:
         entries = group.get("hooks") if isinstance(group, dict) else None
         for entry in entries if isinstance(entries, list) else []:
-            if is_our_hook(entry):
+            if is_our_hook(entry, subcommand):
                 command = entry["command"]
                 return ClaudeHookStatus(scope, path, True, command, command_runnable(command), None)
     return ClaudeHookStatus(scope, path, False, None, False, None)
@@ -307,3 +332,41 @@ def write_json_atomic(path: Path, data: dict[str, Any], *, below: Path | None = 
     atomic_write(
         path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", below=below, advice=LINK_ADVICE
     )
+
+
+def capture_command(scope: str) -> str:
+    """The SessionEnd command: like the prompt hook's (`-S` on hook_entry.py), or `vaultmem
+    capture-session` from PATH for a file a team shares."""
+    if scope == "shared":
+        return shlex.join(["vaultmem", CAPTURE_SUBCOMMAND])
+    return entry_command(CAPTURE_SUBCOMMAND)
+
+
+def install_capture_hook(scope: str, project_dir: Path | None = None) -> Path:
+    """Merge the SessionEnd capture hook into the scope's settings.json. Returns its path."""
+    path = settings_path(scope, project_dir)
+    base = settings_base(scope, project_dir)
+    current = read_json_object(path, below=base)
+    merged, changed = merge_hook(
+        current,
+        capture_command(scope),
+        timeout=CAPTURE_TIMEOUT_SECONDS,
+        event=CAPTURE_EVENT,
+        subcommand=CAPTURE_SUBCOMMAND,
+    )
+    if changed or not os.path.lexists(path):
+        write_json_atomic(path, merged, below=base)
+    if scope == "project":
+        keep_out_of_git(path)
+    return path
+
+
+def uninstall_capture_hook(scope: str, project_dir: Path | None = None) -> tuple[Path, bool]:
+    """Remove the SessionEnd capture hook from the scope's settings.json."""
+    path = settings_path(scope, project_dir)
+    base = settings_base(scope, project_dir)
+    current = read_json_object(path, below=base)
+    cleaned, changed = remove_hook(current, event=CAPTURE_EVENT, subcommand=CAPTURE_SUBCOMMAND)
+    if changed:
+        write_json_atomic(path, cleaned, below=base)
+    return path, changed

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..errors import VaultmemError
 from ..search.relevance import Delivery
+from .provenance import note_source
 from .render import POINTERS_MAX_CHARS, Pointer, fit_context, render_memory, render_pointers
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 # The preferences file inside a vault (Layer B), as the vault's index holds it.
 VAULT_MEMORY_PATH = "MEMORY.md"
+DEFAULT_AGENT_FOLDER = "agent"
 # Two hooks that fire for the same prompt (an installed one and the wrapper's session hook)
 # must not both add notes: the first claims the prompt for this long.
 DUPLICATE_WINDOW_SECONDS = 10.0
@@ -63,13 +65,21 @@ def _read_own_file(path: Path, max_chars: int) -> str:
         return strip_private_spans(fh.read(max(4096, max_chars * 8)))
 
 
-def user_preferences(settings: Settings) -> Preferences | None:
+def user_preferences(settings: Settings, agent_dir: Path | None = None) -> Preferences | None:
     """The user's own preferences file: VAULTMEM_MEMORY_FILE (from the environment or the
-    user config, never a repository), else ~/.claude/MEMORY.md; None when there is none."""
+    user config, never a repository), else ~/.claude/MEMORY.md; None when there is none.
+    A file inside `agent_dir` (the vault's agent folder) is the agent's, never preferences."""
     candidates = [settings.memory_file] if settings.memory_file else []
     candidates.append(Path.home() / ".claude" / "MEMORY.md")
     for path in candidates:
         if path is not None and path.is_file():
+            if agent_dir is not None and _inside(path, agent_dir):
+                return Preferences(
+                    "",
+                    _display(path),
+                    notice=f"{_display(path)} is in the vault's agent folder: the agent's notes "
+                    "are never preferences",
+                )
             try:
                 return Preferences(_read_own_file(path, settings.memory_max_chars), _display(path))
             except OSError as exc:
@@ -78,16 +88,27 @@ def user_preferences(settings: Settings) -> Preferences | None:
     return None
 
 
-def vault_preferences(conn: Conn, vault: db.Vault) -> Preferences | None:
+def vault_preferences(
+    conn: Conn, vault: db.Vault, agent_folder: str = DEFAULT_AGENT_FOLDER
+) -> Preferences | None:
     """The vault's MEMORY.md exactly as the index holds it: committed (never the work tree),
     decided by the same triage as every note (a quarantined or skipped one is not used) and with
-    its `<private>` spans already removed. None when the vault has no MEMORY.md."""
+    its `<private>` spans already removed. None when the vault has no MEMORY.md. One the agent
+    wrote (`provenance.note_source`) is not used: the agent's notes are never preferences."""
     from .. import store
 
     source = f"{VAULT_MEMORY_PATH} in vault {vault.name}"
     chunks = store.chunk_texts(conn, vault.id, VAULT_MEMORY_PATH)
     if chunks:
+        fm = store.note_front_matter(conn, vault.id, [VAULT_MEMORY_PATH])
         conn.commit()
+        if note_source(VAULT_MEMORY_PATH, fm.get(VAULT_MEMORY_PATH), agent_folder).agent:
+            return Preferences(
+                "",
+                source,
+                VAULT_MEMORY_PATH,
+                notice=f"{source} was written by the agent, so it is not used as preferences",
+            )
         return Preferences("\n\n".join(chunks), source, VAULT_MEMORY_PATH)
     held = store.held_kind(conn, vault.id, VAULT_MEMORY_PATH)
     conn.commit()
@@ -179,8 +200,9 @@ def build_context(
 
     notices: list[str] = []
     prefs: Preferences | None = None
+    agent_dir = vault_root / settings.agent_folder if vault_root is not None else None
     if include_memory and settings.memory_file is not None:
-        prefs = user_preferences(settings)
+        prefs = user_preferences(settings, agent_dir)
     has_vault = vault_root is not None or shared is not None
     wants_notes = include_notes and has_vault and bool(prompt.strip())
     # Decided once, before touching the database or loading a model; the search reuses it.
@@ -191,6 +213,7 @@ def build_context(
         wants_notes = False
     needs_db = has_vault and (wants_notes or (include_memory and prefs is None))
     hits: list[Hit] = []
+    provenance: dict[str, dict[str, str]] = {}
     embedder: Embedder | None = None
     with ExitStack() as stack:
         if wants_notes and res.prefetch and asked is not None:
@@ -219,14 +242,15 @@ def build_context(
                     )
                     if vault is not None:
                         if include_memory and prefs is None:
-                            prefs = vault_preferences(conn, vault)
+                            prefs = vault_preferences(conn, vault, settings.agent_folder)
                         if wants_notes and asked is not None:
                             embedder = embedder or res.embedder(settings)
                             hits = _search(conn, settings, vault, asked, k, embedder)
+                            provenance = sources(conn, vault, hits, settings.agent_folder)
     if include_memory and (prefs is None or (not prefs.text.strip() and prefs.vault_path)):
         if prefs is not None and prefs.notice:
             notices.append(prefs.notice)
-        own = user_preferences(settings)
+        own = user_preferences(settings, agent_dir)
         prefs = own if own is not None else prefs
     blocks: list[str] = []
     paths: list[str] = []
@@ -249,13 +273,16 @@ def build_context(
     texts = [h for h in hits if h.delivery is not Delivery.POINTER]
     offered = [h for h in hits if h.delivery is Delivery.POINTER]
     pointer_block, pointed = render_pointers(
-        [pointer_of(h, asked.text if asked is not None else "") for h in offered],
+        [
+            pointer_of(h, asked.text if asked is not None else "", provenance.get(h.path))
+            for h in offered
+        ],
         max_chars=min(POINTERS_MAX_CHARS, budget),
     )
     band = None
     if texts:
         room = budget - (len(pointer_block) + 2 if pointer_block else 0)
-        block, shown = fit_context(texts, max_chars=room)
+        block, shown = fit_context(texts, max_chars=room, provenance=provenance)
         if block:
             blocks.append(block)
             paths.extend(h.path for h in shown)
@@ -273,7 +300,7 @@ def build_context(
     )
 
 
-def pointer_of(hit: Hit, prompt: str = "") -> Pointer:
+def pointer_of(hit: Hit, prompt: str = "", provenance: dict[str, str] | None = None) -> Pointer:
     """A hit as a pointer: its path, title and heading, and one line on why it may match: the
     prompt's words the note holds (as the prompt spells them), else that its meaning is close."""
     from ..search.prompt import search_terms
@@ -290,7 +317,7 @@ def pointer_of(hit: Hit, prompt: str = "") -> Pointer:
         why = "close in meaning, in another language"
     else:
         why = "close in meaning"
-    return Pointer(hit.path, hit.title, hit.heading, why)
+    return Pointer(hit.path, hit.title, hit.heading, why, (provenance or {}).get("source"))
 
 
 def _search(
@@ -308,6 +335,30 @@ def _search(
         gate_level=settings.gate,
     )
     return list(found.hits)
+
+
+def sources(
+    conn: Conn, vault: db.Vault, hits: list, agent_folder: str
+) -> dict[str, dict[str, str]]:
+    """path -> the fence attributes saying who wrote it, for the hits the agent wrote
+    (`provenance.note_source` over the front matter the index holds)."""
+    from .. import store
+
+    if not hits:
+        return {}
+    paths = [h.path for h in hits]
+    fm = store.note_front_matter(conn, vault.id, paths)
+    conn.commit()
+    out = {p: note_source(p, fm.get(p), agent_folder).attrs() for p in paths}
+    return {p: a for p, a in out.items() if a}
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _claim(directory: Path, key: str) -> bool:

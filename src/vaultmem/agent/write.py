@@ -8,7 +8,6 @@ itself is `index.gitwrite.commit_file`, which never touches the user's work.
 
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import VaultmemError
-from ..index.gitwrite import Written, blob_at_head, commit_file, read_at_head
+from ..index.gitwrite import WriteRefused, Written, blob_at_head, commit_file, read_at_head
 from ..index.triage import Quarantine, Rules, Skip, triage
 
 AGENT_FOLDER_ENV = "VAULTMEM_AGENT_FOLDER"
@@ -24,9 +23,18 @@ DEFAULT_AGENT_FOLDER = "agent"
 
 
 class MemoryRefused(VaultmemError):
-    """The memory would be quarantined (it holds a credential or personal data): not written."""
+    """The memory would be quarantined (it holds a credential or personal data): not written.
+    `categories` names what was found (never the text)."""
 
     exit_code = 10
+
+    def __init__(self, message: str, categories: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.categories = categories
+
+
+class NotAgentNote(WriteRefused):
+    """The note of that title is the user's: the agent adds to and replaces only its own."""
 
 
 @dataclass(frozen=True)
@@ -36,10 +44,13 @@ class Provenance:
 
 
 def agent_folder(environ: dict[str, str] | None = None) -> str:
-    """The agent folder: from the user's environment, never from the repository."""
-    value = (environ if environ is not None else os.environ).get(AGENT_FOLDER_ENV, "")
-    value = value.strip().strip("/")
-    return value or DEFAULT_AGENT_FOLDER
+    """The agent folder: VAULTMEM_AGENT_FOLDER from the user's environment or registry, never
+    from the repository (`environ` given: from that mapping alone, for tests)."""
+    from ..config import normalise_agent_folder, user_setting
+
+    if environ is not None:
+        return normalise_agent_folder(environ.get(AGENT_FOLDER_ENV, ""))
+    return normalise_agent_folder(user_setting(AGENT_FOLDER_ENV))
 
 
 def slug(title: str) -> str:
@@ -80,6 +91,14 @@ def compose(
     return (_front_matter(title, tags, prov, date) + f"\n# {title}\n\n{text.strip()}\n").encode()
 
 
+def _written_by_agent(path: str, data: bytes, own_folder: str) -> bool:
+    from ..index.markdown import front_matter
+    from .provenance import note_source
+
+    fm = front_matter(data.decode("utf-8", errors="replace"))
+    return note_source(path, fm, own_folder).agent
+
+
 def remember(
     root: Path,
     title: str,
@@ -92,11 +111,21 @@ def remember(
     provenance: Provenance = Provenance(),
     rules: Rules | None = None,
     environ: dict[str, str] | None = None,
+    trailer: str = "remember",
 ) -> Written:
     """Scan, then commit the note `title` under the agent folder. Same title, same path: an
     update (needs `expect_blob`, the blob last read) or, with `append`, a dated entry."""
-    path = f"{(folder or agent_folder(environ)).strip('/')}/{slug(title)}.md"
+    own_folder = agent_folder(environ)
+    where = (folder or own_folder).strip("/")
+    path = f"{where}/{slug(title)}.md" if where else f"{slug(title)}.md"
     existing = read_at_head(root, path)
+    if existing is not None and not _written_by_agent(path, existing, own_folder):
+        # The agent adds to and replaces only its own notes: its text in a note of the user's
+        # would be delivered with the user's authority (agent.provenance).
+        raise NotAgentNote(
+            f"{path} is a note of the user's: the agent updates only its own notes "
+            "(choose another title)"
+        )
     if append and existing is not None and expect_blob is None:
         # Appending keeps what is there, so the blob read just now is the one to swap.
         expect_blob = blob_at_head(root, path)
@@ -114,8 +143,16 @@ def remember(
         kinds = sorted({f"{f.category}:{f.rule_id}" for f in outcome.findings})
         raise MemoryRefused(
             "memory refused: it would be quarantined (" + ", ".join(kinds) + "); "
-            "remove the sensitive part and try again"
+            "remove the sensitive part and try again",
+            tuple(sorted({str(f.category) for f in outcome.findings})),
         )
     if isinstance(outcome, Skip):
-        raise MemoryRefused(f"memory refused: {outcome.reason}")
-    return commit_file(root, path, data, expect_blob=expect_blob, message=f"remember: {title[:60]}")
+        raise MemoryRefused(f"memory refused: {outcome.reason}", (str(outcome.code),))
+    return commit_file(
+        root,
+        path,
+        data,
+        expect_blob=expect_blob,
+        message=f"{trailer}: {title[:60]}",
+        trailer_value=trailer,
+    )

@@ -192,3 +192,106 @@ def _log_write(root: Path, path: str, chars: int) -> None:
         paths=[path],
         chars=max(1, chars),
     )
+
+
+def _review_root(vault: str | None) -> Path:
+    """The vault `inbox` reviews: the registered vault (VAULTMEM_VAULT, the one holding the
+    current directory, the default), else the repository around the current directory."""
+    from ..errors import ConfigError
+    from .base import reading_vault, vault_root
+
+    entry = reading_vault(vault)
+    if entry is not None and entry.path is None:
+        raise ConfigError(
+            f"{entry.name} is a shared vault: its agent notes are reviewed on its source"
+        )
+    return entry.path if entry is not None else vault_root(vault)
+
+
+@cli.group(name="inbox", invoke_without_command=True)
+@click.option("--vault", help="The vault (default: as for `vaultmem context`).")
+@json_option
+@click.pass_context
+def inbox_group(ctx: click.Context, vault: str | None, as_json: bool) -> None:
+    """List the notes the agent wrote since you last looked (`vaultmem inbox done`): path,
+    title, session, commit and date, newest first, read from the vault's git history (commits
+    by the agent's author or with the `Vaultmem-Agent:` trailer). Keep a note as it is, edit
+    it, or discard it with `git revert COMMIT` or `git rm PATH`; a note you removed leaves the
+    inbox. What you have seen is kept in your vaultmem home, never in the repository."""
+    ctx.ensure_object(dict)
+    ctx.obj["vault"] = vault
+    if ctx.invoked_subcommand is not None:
+        return
+    from ..agent.inbox import inbox
+    from ..config import user_home
+
+    items = inbox(_review_root(vault), user_home())
+    if as_json:
+        print_json([i.to_dict() for i in items])
+        return
+    if not items:
+        echo("inbox empty: the agent wrote nothing since you last looked", err=True)
+        return
+    for i in items:
+        session = f"  session {display_path(i.session)}" if i.session else ""
+        more = f" ({i.writes} writes)" if i.writes > 1 else ""
+        click.echo(
+            f"{i.commit[:12]}  {display_path(i.date[:16])}  {display_path(i.path)}  "
+            f"{display_path(repr(i.title))}{more}{session}"
+        )
+    echo(f"{len(items)} note(s): review them, then `vaultmem inbox done`", err=True)
+
+
+@inbox_group.command(name="done")
+@click.option("--through", help="Mark up to this commit (default: HEAD).")
+@click.option("--vault", help="The vault (default: as for `vaultmem context`).")
+@click.pass_context
+def inbox_done(ctx: click.Context, through: str | None, vault: str | None) -> None:
+    """Mark the agent's notes up to HEAD (or --through COMMIT, one `inbox` listed) as seen."""
+    from ..agent.inbox import done
+    from ..config import user_home
+
+    seen, marked = done(_review_root(vault or ctx.obj.get("vault")), user_home(), through)
+    echo(f"inbox marked seen through {seen.head[:12]} ({marked} note(s))")
+
+
+@cli.command(name="distill")
+@click.option(
+    "--limit", type=click.IntRange(1, None), default=None, help="Distill at most N sessions."
+)
+@click.option("--vault", help="Write into this registered vault (default: as for the hook).")
+@json_option
+def distill_cmd(limit: int | None, vault: str | None, as_json: bool) -> None:
+    """Turn the sessions queued by `hooks install --claude --capture` into notes: decisions,
+    fixes, gotchas and to-dos, each committed through `remember` (scanned first: a sensitive
+    one is refused and reported by category only). Uses your own `claude -p`
+    (VAULTMEM_CLAUDE_BIN, else `claude` on PATH) with the prompt kept in vaultmem, on an
+    excerpt of each transcript (your and the assistant's text, bounded); the transcript itself
+    never enters the vault. A session leaves the queue only once its notes are committed; when
+    claude fails, nothing leaves it and the exit code is 11. Run it yourself, on a schedule,
+    or at the start of a session; review what it wrote with `vaultmem inbox`."""
+    from ..agent.distill import run
+    from ..config import load_settings, user_home
+
+    settings = load_settings()
+    results, remaining = run(
+        user_home(),
+        limit=limit,
+        vault=vault,
+        claude_bin=settings.claude_bin,
+        timeout=settings.distill_timeout,
+    )
+    if as_json:
+        print_json({"sessions": [r.to_dict() for r in results], "remaining": remaining})
+        return
+    if not results:
+        echo("no sessions queued", err=True)
+        return
+    for r in results:
+        what = f"skipped ({r.skipped})" if r.skipped else f"{len(r.written)} note(s)"
+        if r.refused:
+            what += f", {len(r.refused)} refused ({', '.join(r.refused)})"
+        echo(f"session {display_path(r.session_id[:12])}: {what}")
+        for w in r.written:
+            echo(f"  {w['kind']:<8} {display_path(w['path'])}  {w['commit'][:12]}")
+    echo(f"{remaining} session(s) still queued; review the notes with `vaultmem inbox`", err=True)

@@ -44,6 +44,12 @@ def _claude_options(f: Any) -> Any:
         flag_value="project",
         help="With --claude: the project's .claude/settings.local.json, git-ignored (the default).",
     )(f)
+    f = click.option(
+        "--capture",
+        is_flag=True,
+        help="With --claude: also register the SessionEnd hook that queues each ended session "
+        "for `vaultmem distill` (opt-in; uninstall removes it).",
+    )(f)
     return click.option(
         "--claude",
         is_flag=True,
@@ -53,13 +59,18 @@ def _claude_options(f: Any) -> Any:
 
 
 def _claude_scope(
-    claude: bool, scope: str | None, project_dir: Path | None, no_mcp: bool = False
+    claude: bool,
+    scope: str | None,
+    project_dir: Path | None,
+    no_mcp: bool = False,
+    capture: bool = False,
 ) -> tuple[str, Path]:
     """The settings scope and project directory for --claude; a usage error without it."""
     if not claude:
-        if scope is not None or project_dir is not None or no_mcp:
+        if scope is not None or project_dir is not None or no_mcp or capture:
             raise click.UsageError(
-                "--project, --shared, --user, --project-dir and --no-mcp go with --claude"
+                "--project, --shared, --user, --project-dir, --no-mcp and --capture go with "
+                "--claude"
             )
         return "", Path()
     from ..errors import NotAGitRepo
@@ -94,6 +105,7 @@ def hooks_install(
     project_dir: Path | None,
     force: bool,
     no_mcp: bool,
+    capture: bool,
 ) -> None:
     """Add vaultmem to post-commit, post-merge, post-rewrite, post-checkout and
     reference-transaction (which sees `git reset` and other moves of HEAD).
@@ -117,16 +129,27 @@ def hooks_install(
     status) is registered too, in your ~/.claude.json as `claude mcp add` does (--user:
     user scope; --project and --shared: local scope, this project only), never in the
     committed .mcp.json; --no-mcp leaves it out. --vault NAME makes it serve that vault.
+
+    With --claude --capture (opt-in): also register a SessionEnd hook that queues each ended
+    session (its transcript's path in ~/.claude/projects, its id and folder) in your vaultmem
+    home and returns at once; `vaultmem distill` turns the queue into notes. Sessions in the
+    folders of VAULTMEM_CAPTURE_EXCLUDE are never queued.
     """
     from .. import vaults
     from ..index import git_hooks
 
-    scope, project_dir = _claude_scope(claude, scope, project_dir, no_mcp)
+    scope, project_dir = _claude_scope(claude, scope, project_dir, no_mcp, capture)
     if claude:
-        from ..agent.claude_settings import install_claude_hook
+        from ..agent.claude_settings import install_capture_hook, install_claude_hook
 
         path = install_claude_hook(scope, project_dir)
         echo(f"Claude Code UserPromptSubmit hook registered in {path}")
+        if capture:
+            where = install_capture_hook(scope, project_dir)
+            echo(
+                f"Claude Code SessionEnd hook registered in {where}: ended sessions are queued "
+                "for `vaultmem distill`"
+            )
         if not no_mcp:
             from ..agent.claude_mcp import claude_mcp_add_command, install_mcp_server
 
@@ -152,19 +175,30 @@ def hooks_install(
 @vault_option
 @_claude_options
 def hooks_uninstall(
-    vault: str | None, claude: bool, scope: str | None, project_dir: Path | None, no_mcp: bool
+    vault: str | None,
+    claude: bool,
+    scope: str | None,
+    project_dir: Path | None,
+    no_mcp: bool,
+    capture: bool,
 ) -> None:
     """Remove vaultmem's block from the hooks, keeping anything else in them.
 
     With --claude: remove the UserPromptSubmit hook from the scope's settings.json instead,
     and the MCP server from the matching scope of ~/.claude.json (a local-scope server stays
     while the project's other settings file still registers the hook; --no-mcp keeps it).
+    The SessionEnd capture hook goes too, whether or not --capture is given (sessions already
+    queued stay queued for `vaultmem distill`).
     """
     from ..index import git_hooks
 
-    scope, project_dir = _claude_scope(claude, scope, project_dir, no_mcp)
+    scope, project_dir = _claude_scope(claude, scope, project_dir, no_mcp, capture)
     if claude:
-        from ..agent.claude_settings import claude_hook_status, uninstall_claude_hook
+        from ..agent.claude_settings import (
+            claude_hook_status,
+            uninstall_capture_hook,
+            uninstall_claude_hook,
+        )
 
         path, removed_hook = uninstall_claude_hook(scope, project_dir)
         echo(
@@ -172,6 +206,9 @@ def hooks_uninstall(
             if removed_hook
             else f"no vaultmem Claude Code hook in {path}"
         )
+        _, removed_capture = uninstall_capture_hook(scope, project_dir)
+        if removed_capture:
+            echo(f"Claude Code SessionEnd capture hook removed from {path}")
         sibling = {"project": "shared", "shared": "project"}.get(scope)
         if not no_mcp and not (sibling and claude_hook_status(sibling, project_dir).installed):
             from ..agent.claude_mcp import uninstall_mcp_server
@@ -209,7 +246,7 @@ def hooks_status(
     user settings.json. Exit 1 when a git hook is missing (the Claude Code hook is optional).
     """
     from ..agent.claude_mcp import mcp_server_status
-    from ..agent.claude_settings import claude_hook_status
+    from ..agent.claude_settings import CAPTURE_EVENT, CAPTURE_SUBCOMMAND, claude_hook_status
     from ..index import git_hooks
 
     _, project_dir = _claude_scope(True, None, project_dir)
@@ -219,12 +256,23 @@ def hooks_status(
         claude_hook_status("user"),
     ]
     servers = [mcp_server_status("local", project_dir), mcp_server_status("user")]
+    captures = [
+        c
+        for c in (
+            claude_hook_status(
+                scope, project_dir, event=CAPTURE_EVENT, subcommand=CAPTURE_SUBCOMMAND
+            )
+            for scope in ("project", "shared", "user")
+        )
+        if c.installed  # opt-in: listed only where it is registered
+    ]
     items = [] if claude_only else git_hooks.status(vault_root(vault))
     if as_json:
         print_json(
             [{**h.__dict__, "path": str(h.path)} for h in items]
             + [{"name": "claude-code", **c.__dict__, "path": str(c.path)} for c in claude]
             + [{"name": "claude-mcp", **m.__dict__, "path": str(m.path)} for m in servers]
+            + [{"name": "claude-capture", **c.__dict__, "path": str(c.path)} for c in captures]
         )
     else:
         for h in items:
@@ -263,6 +311,9 @@ def hooks_status(
                     f"`vaultmem hooks install --claude --{hook_scope}` again"
                 )
             echo(f"claude-mcp ({m.scope}): {state}  {m.path}")
+        for c in captures:
+            state = "installed" if c.executable_ok else "installed but its program is gone"
+            echo(f"claude-capture ({c.scope}, SessionEnd): {state}  {c.path}")
     if not all(h.installed for h in items):
         sys.exit(1)
 
@@ -277,5 +328,20 @@ def hooks_status(
 def claude_install(ctx: click.Context, scope: str | None, project_dir: Path | None) -> None:
     """Old name of `vaultmem hooks install --claude` (kept so existing scripts work)."""
     ctx.invoke(
-        hooks_install, vault=None, claude=True, scope=scope, project_dir=project_dir, no_mcp=False
+        hooks_install,
+        vault=None,
+        claude=True,
+        scope=scope,
+        project_dir=project_dir,
+        no_mcp=False,
+        capture=False,
     )
+
+
+@cli.command(name="capture-session", hidden=True)
+def capture_session() -> None:
+    """Claude Code's SessionEnd hook (`hooks install --claude --capture`): queue the ended
+    session for `vaultmem distill`. Reads the hook's JSON on stdin; always exits 0."""
+    from ..agent.capture import main
+
+    main()

@@ -273,6 +273,12 @@ def _parse_front_matter(text: str) -> tuple[dict[str, str | list[str]], str, lis
     return {_key(k): _normalise_value(v) for k, v in data.items()}, body, []
 
 
+def front_matter(text: str) -> dict[str, str | list[str]]:
+    """A note's front matter as the index stores it (values normalised to strings); {} when
+    it has none or it does not parse."""
+    return _parse_front_matter(text)[0]
+
+
 def _normalise_tag(tag: str) -> str:
     return tag.strip().lstrip("#").strip().lower()
 

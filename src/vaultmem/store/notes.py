@@ -27,6 +27,7 @@ __all__ = [
     "indexed_blobs",
     "indexed_note",
     "note_counts",
+    "note_front_matter",
     "note_paths_with_id",
     "note_titles",
     "note_warnings",
@@ -103,6 +104,18 @@ def note_titles(conn: Conn, vault_id: int, paths: Sequence[str]) -> dict[str, st
         (vault_id, list(paths)),
     ).fetchall()
     return {r["path"]: r["title"] for r in rows}
+
+
+def note_front_matter(conn: Conn, vault_id: int, paths: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """path -> its front matter as indexed (string values), for the `paths` indexed as notes:
+    what `agent.provenance` reads to tell the agent's notes from the user's."""
+    if not paths:
+        return {}
+    rows = conn.execute(
+        "SELECT path, front_matter FROM memory_notes WHERE vault_id = %s AND path = ANY(%s)",
+        (vault_id, list(paths)),
+    ).fetchall()
+    return {r["path"]: dict(r["front_matter"] or {}) for r in rows}
 
 
 def note_counts(conn: Conn, vault_id: int) -> NoteCounts:

@@ -1,0 +1,204 @@
+"""`vaultmem inbox`: the notes the agent wrote since the user last looked, for review.
+
+Design decision: the inbox is read from git history, not from the database: the Markdown in
+git is the source of truth, and an agent's write is a commit with the agent's author
+(`index.gitwrite.AGENT_EMAIL`) and the `Vaultmem-Agent:` trailer. Either mark makes a commit the
+agent's. A note the user has since removed (`git rm`, `git revert`) has left the inbox with it.
+What the user has seen is the HEAD they last marked (`inbox done`), kept in the user's own
+vaultmem home (never in the repository); when that commit is no longer an ancestor of HEAD (a
+rewritten history), the time of the marking decides instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..errors import GitError
+from ..files import atomic_write, read_regular
+from ..index import gitdiff
+from ..index.gitwrite import AGENT_EMAIL, TRAILER
+from ..index.markdown import front_matter
+
+STATE_FILE = "inbox-seen.json"
+# How far back the first look goes: enough for any review, bounded for a huge history.
+MAX_COMMITS = 5000
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    """One note the agent wrote (or changed) since the user last looked: its latest agent
+    commit, and how many agent commits touched it in that span."""
+
+    path: str
+    title: str
+    session: str | None
+    project: str | None
+    commit: str
+    date: str
+    subject: str
+    writes: int
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Seen:
+    head: str
+    at: str  # ISO 8601, UTC
+
+
+def state_path(home: Path) -> Path:
+    return home / STATE_FILE
+
+
+def _key(root: Path) -> str:
+    return str(root.resolve())
+
+
+def load_seen(home: Path, root: Path) -> Seen | None:
+    raw = read_regular(state_path(home), below=home)
+    try:
+        data = json.loads(raw or b"{}")
+        entry = data.get(_key(root)) if isinstance(data, dict) else None
+        if isinstance(entry, dict) and isinstance(entry.get("head"), str):
+            return Seen(entry["head"], str(entry.get("at") or ""))
+    except ValueError:
+        pass
+    return None
+
+
+def mark_seen(home: Path, root: Path, head: str, now: datetime | None = None) -> Seen:
+    """Record `head` as what the user has reviewed in the vault at `root`."""
+    raw = read_regular(state_path(home), below=home)
+    try:
+        data = json.loads(raw or b"{}")
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    seen = Seen(head, (now or datetime.now(UTC)).isoformat(timespec="seconds"))
+    data[_key(root)] = asdict(seen)
+    atomic_write(state_path(home), json.dumps(data, indent=2) + "\n", below=home)
+    return seen
+
+
+def _git(root: Path, *args: str) -> bytes:
+    proc = subprocess.run(
+        ["git", "-c", "core.quotepath=off", "-C", str(root), *args],
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        detail = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise GitError(f"git {args[0]} failed: {detail[-1] if detail else proc.returncode}")
+    return proc.stdout
+
+
+def _agent_commits(root: Path, head: str, seen: Seen | None) -> list[tuple[str, str, str]]:
+    """(sha, author date, subject) of the agent's commits since `seen`, newest first."""
+    span = [head]
+    after = None
+    if seen is not None:
+        if gitdiff.commit_exists(root, seen.head) and gitdiff.is_ancestor(root, seen.head, head):
+            span = [f"{seen.head}..{head}"]
+        elif seen.at:
+            after = datetime.fromisoformat(seen.at).timestamp()
+            span = [f"--since={seen.at}", head]
+    out = _git(
+        root,
+        "log",
+        f"--max-count={MAX_COMMITS}",
+        "--no-merges",
+        f"--format=%H%x1f%ae%x1f%aI%x1f%ct%x1f%s%x1f%(trailers:key={TRAILER},valueonly,separator=%x20)%x1e",
+        *span,
+        "--",
+    )
+    found = []
+    for record in out.decode("utf-8", "replace").split("\x1e"):
+        fields = record.strip("\n").split("\x1f")
+        if len(fields) != 6:
+            continue
+        sha, email, date, stamp, subject, trailer = fields
+        if after is not None and int(stamp or 0) <= after:
+            continue  # --since includes the second of the marking itself
+        if email.strip().lower() == AGENT_EMAIL or trailer.strip():
+            found.append((sha, date, subject))
+    return found
+
+
+def _changed(root: Path, sha: str) -> list[str]:
+    raw = _git(root, "diff-tree", "-z", "-r", "--no-commit-id", "--name-only", "--root", sha)
+    return [os.fsdecode(p) for p in raw.split(b"\0") if p]
+
+
+def _at_head(root: Path, head: str, paths: list[str]) -> dict[str, bytes]:
+    """path -> its bytes at `head`, for the `paths` that are still files there."""
+    out: dict[str, bytes] = {}
+    for path in paths:
+        entry = gitdiff.tree_entry(root, head, path)
+        if entry is None:
+            continue
+        out[path] = _git(root, "cat-file", "blob", entry[1])
+    return out
+
+
+def inbox(root: Path, home: Path) -> list[InboxItem]:
+    """The agent's notes written since the user last marked the inbox done, newest first."""
+    head = gitdiff.head_commit(root)
+    if head is None:
+        return []
+    commits = _agent_commits(root, head, load_seen(home, root))
+    latest: dict[str, tuple[str, str, str]] = {}
+    writes: dict[str, int] = {}
+    for sha, date, subject in commits:
+        for path in _changed(root, sha):
+            latest.setdefault(path, (sha, date, subject))
+            writes[path] = writes.get(path, 0) + 1
+    present = _at_head(root, head, list(latest))
+    items = []
+    for path, (sha, date, subject) in latest.items():
+        if path not in present:
+            continue  # removed or reverted since: nothing left to review
+        fm = front_matter(present[path].decode("utf-8", "replace"))
+        title = fm.get("title")
+        session = fm.get("session")
+        project = fm.get("project")
+        items.append(
+            InboxItem(
+                path=path,
+                title=title if isinstance(title, str) and title else Path(path).stem,
+                session=session if isinstance(session, str) and session else None,
+                project=project if isinstance(project, str) and project else None,
+                commit=sha,
+                date=date,
+                subject=subject,
+                writes=writes[path],
+            )
+        )
+    return items
+
+
+def done(root: Path, home: Path, through: str | None = None) -> tuple[Seen, int]:
+    """Mark everything up to `through` (default HEAD) seen: (the marking, how many of the
+    notes listed before were marked). `through` (a commit the listing named) keeps an agent
+    write that lands while the user reads out of the marking."""
+    before = inbox(root, home)
+    head = gitdiff.head_commit(root)
+    if head is None:
+        raise GitError(f"{root} has no commits yet: there is nothing to mark")
+    mark = head
+    if through is not None:
+        resolved = gitdiff.tip_commit(root, through)
+        if resolved is None or not gitdiff.is_ancestor(root, resolved, head):
+            raise GitError(
+                f"{through} is not a commit of the current branch: pass one `inbox` listed"
+            )
+        mark = resolved
+    seen = mark_seen(home, root, mark)
+    return seen, len(before) - len(inbox(root, home))

@@ -138,8 +138,10 @@ def test_red_team_stored_instruction_reaches_a_prompt_only_as_an_attributed_clai
     assert 'path="agent/deploy-pipeline-setup.md"' in holding[0]
     assert 'source="agent"' in holding[0] and re.search(r'written="\d{4}-\d{2}-\d{2}"', holding[0])
     assert f'project="{escape_attr(str(registered.root))}"' in holding[0]
+    # The user's own note, as text or as a pointer, carries no source: it keeps its authority.
     user_entries = [attrs for attrs, _ in entries if 'path="notes/deploy.md"' in attrs]
-    assert user_entries and "source=" not in user_entries[0]
+    user_entries += re.findall(r'<pointer ([^>]*path="notes/deploy.md"[^>]*)/>', out)
+    assert user_entries and all("source=" not in attrs for attrs in user_entries)
 
 
 def test_agent_written_memory_md_is_never_preferences(registered, monkeypatch) -> None:  # noqa: ANN001

@@ -132,12 +132,17 @@ def test_arguments_pass_through_exactly_with_preferences_and_hook(
     assert argv is not None
     assert argv[0] == "--append-system-prompt"
     system = argv[1]
-    assert argv[2] == "--settings"
-    assert argv[4:] == TRICKY
+    assert argv[2] == "--mcp-config" and argv[4] == "--settings"
+    assert argv[6:] == TRICKY
     # Only Layer B is at system-prompt trust; notes come from the hook on the user's turn.
     assert "<user_preferences" in system and "Prefer uv over pip." in system
     assert "<retrieved_context>" not in system and "postgres-backup" not in system
-    settings = json.loads(argv[3])
+    # The vaultmem MCP server for this session (the pointers' `get`), this vaultmem's.
+    servers = json.loads(argv[3])["mcpServers"]
+    assert servers == {
+        "vaultmem": {"type": "stdio", "command": env["VAULTMEM_BIN"], "args": ["mcp"], "env": {}}
+    }
+    settings = json.loads(argv[5])
     [group] = settings["hooks"]["UserPromptSubmit"]
     [hook] = group["hooks"]
     assert hook["type"] == "command"
@@ -214,8 +219,8 @@ def test_without_initial_prompt_only_preferences_are_added(fake_claude, memory_f
     assert argv is not None
     assert argv[0] == "--append-system-prompt"
     assert "Prefer uv over pip." in argv[1] and "<retrieved_context>" not in argv[1]
-    assert argv[2] == "--settings"
-    assert argv[4:] == ["--model", "sonnet", "-c"]
+    assert argv[2] == "--mcp-config" and argv[4] == "--settings"
+    assert argv[6:] == ["--model", "sonnet", "-c"]
 
 
 def test_database_down_still_launches_claude(fake_claude, memory_file, tmp_path):
@@ -275,7 +280,7 @@ def test_works_through_a_symlink_from_another_directory(fake_claude, memory_file
     argv = json.loads(argv_file.read_text(encoding="utf-8"))["argv"]
     assert (
         str(checkout / ".venv" / "bin" / "vaultmem")
-        in json.loads(argv[3])["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+        in json.loads(argv[5])["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
     )
 
 
@@ -308,3 +313,29 @@ def test_the_vaults_memory_file_is_never_a_retrieved_note_beside_the_preferences
     injected = "".join(record["hook_outputs"])
     assert 'path="ops/postgres-backup.md"' in injected
     assert 'path="MEMORY.md"' not in injected and "with care" not in injected
+
+
+def test_the_first_prompt_of_a_session_is_answered_by_the_warm_service(
+    fake_claude, memory_file, indexed_vault, tmp_path
+):
+    """The wrapper starts the warm service beside the preferences and waits for it, so the
+    initial prompt's hook is answered warm (the injection log names its source)."""
+    from vaultmem.agent import injections, warm
+    from vaultmem.config import user_home
+
+    bindir, argv_file = fake_claude
+    env = base_env(bindir, argv_file, memory_file, tmp_path)
+    env["VAULTMEM_WARM_IDLE"] = "120"
+    env["VAULTMEM_LOG_INJECTIONS"] = "1"
+    prompt = "how do I restore a postgres backup"
+    env["FAKE_CLAUDE_PROMPT"] = prompt
+    try:
+        proc, record = run_wrapper_full([prompt], env, indexed_vault.root, argv_file)
+        assert proc.returncode == 0, proc.stderr
+        assert record is not None
+        assert 'path="ops/postgres-backup.md"' in "".join(record["hook_outputs"])
+        sources = [e.source for e in injections.read(user_home()) if e.paths]
+        assert injections.CLAUDE_HOOK_WARM in sources, sources
+        assert injections.CLAUDE_HOOK not in sources
+    finally:
+        warm.stop(environ=env)

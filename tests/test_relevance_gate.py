@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,169 @@ def test_a_generic_coding_request_injects_nothing_even_from_a_developers_notes(
 def _prompt_score(prompt: str) -> float:
     r = CliRunner().invoke(cli, ["query", prompt, "--explain", "--json"])
     return json.loads(r.stdout)["dropped"][0]["prompt_score"]
+
+
+# --- graded delivery (issue 27): text, pointer or nothing, per note ---------------------------
+
+LONG_CHINESE = (
+    "# 数据库备份与恢复\n\n"
+    "## 每晚备份\n\n"
+    "生产库每天凌晨两点用 pg_basebackup 做一次全量备份，WAL 日志持续归档到对象存储。"
+    "备份任务由 cron 触发，失败时会在值班群里报警。保留策略是最近十四天的全量备份加上"
+    "对应的 WAL，超过期限的由生命周期规则自动删除。\n\n"
+    "## 恢复演练\n\n"
+    "每个月第一个周三做一次恢复演练：在隔离的机器上拉取最新的全量备份，回放 WAL 到指定时间点，"
+    "然后运行校验脚本对比行数和校验和。演练结果记录在运维周报里，如果恢复时间超过四十分钟，"
+    "需要在下一次迭代里优化。\n\n"
+    "## 常见问题\n\n"
+    "如果回放卡住，先检查归档目录的权限，再确认 restore_command 能读到对象存储的凭证。"
+    "磁盘空间不足时恢复会静默失败，所以演练前要预留至少两倍数据量的空间。\n\n"
+    "## 联系人\n\n"
+    "备份系统由平台组维护，有问题先在工单系统提单，紧急情况打值班电话。\n"
+)
+
+LONG_CONVERSATION = (
+    "# 2024-03-09 — book club, session 7\n\n"
+    + "".join(
+        f"**{who}:** {line}\n\n"
+        for who, line in [
+            ("Ines", "Before we start, did everyone manage to finish the second half this time?"),
+            ("Tobias", "Mostly. I got stuck in the chapter with the lighthouse keeper again."),
+            ("Marguerite", "That chapter is slow, but the ending makes up for it, I promise."),
+            ("Ines", "Let's do the usual round: one thing you liked and one thing you didn't."),
+            (
+                "Tobias",
+                "I liked the letters between the sisters. The weather descriptions dragged.",
+            ),
+            ("Marguerite", "I loved the harbour market scenes, they felt like a real place."),
+            ("Ines", "Speaking of real places, the bakery we went to after last session?"),
+            ("Tobias", "Quillfeather's! Their cardamom knots are the best thing in this city."),
+            ("Marguerite", "They're closing on Mondays from April, the owner told me."),
+            (
+                "Ines",
+                "Good to know. Next month we read the Okonkwo novel, the one about the river.",
+            ),
+            ("Tobias", "I'll bring the spare copies, I found three at the library sale."),
+            ("Marguerite", "And I'll book the back room at the café for the eleventh."),
+        ]
+    )
+    + "Ines closed the session at nine; the next one is on the eleventh of April.\n"
+)
+
+DEV_VAULT = {
+    **DEV_NOTES,
+    "notes/backup.md": (
+        "# Backups\n\nThe nightly backup of the billing database runs at 02:00 with "
+        "pg_basebackup; the KMS key alias zephyrquill encrypts the archive.\n"
+    ),
+    "notes/zh-backup.md": LONG_CHINESE,
+    "log/2024-03-09-book-club.md": LONG_CONVERSATION,
+}
+
+
+@pytest.fixture
+def dev_vault(vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Vault:
+    return _indexed(vault, DEV_VAULT, monkeypatch)
+
+
+def _delivered(out: str, path: str) -> str | None:
+    """How `path` reached the agent in a context block: "text", "pointer" or None."""
+    if f'<note path="{path}"' in out:
+        return "text"
+    if f'<pointer path="{path}"' in out:
+        return "pointer"
+    return None
+
+
+def test_an_english_question_on_a_long_chinese_note_reaches_the_user(
+    dev_vault: Vault, tmp_path: Path
+) -> None:
+    question = "how do we check that the nightly database backup can actually be restored?"
+    assert _delivered(context(question), "notes/zh-backup.md") in {"text", "pointer"}
+    elsewhere = tmp_path / "code"
+    elsewhere.mkdir()
+    assert _delivered(claude_hook(question, elsewhere), "notes/zh-backup.md") in {
+        "text",
+        "pointer",
+    }
+
+
+def test_a_question_naming_rare_words_in_a_long_conversation_reaches_the_user(
+    dev_vault: Vault,
+) -> None:
+    question = "What did Tobias say about Quillfeather's cardamom knots?"
+    out = context(question)
+    assert _delivered(out, "log/2024-03-09-book-club.md") in {"text", "pointer"}
+    assert _delivered(claude_hook(question, dev_vault.root), "log/2024-03-09-book-club.md")
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "add type hints to computeTotal in app.py",
+        "把这个循环改成列表推导式",
+        "rename this variable to something clearer",
+    ],
+)
+def test_an_everyday_coding_prompt_gets_nothing(dev_vault: Vault, prompt: str) -> None:
+    assert context(prompt) == ""
+    assert claude_hook(prompt, dev_vault.root) == ""
+
+
+def test_a_word_only_one_note_holds_finds_it(dev_vault: Vault) -> None:
+    r = CliRunner().invoke(cli, ["query", "zephyrquill", "--json"])
+    assert r.exit_code == 0, r.output
+    hits = json.loads(r.stdout)
+    assert hits and hits[0]["path"] == "notes/backup.md"
+    assert hits[0]["delivery"] in {"text", "pointer"}
+
+
+def test_each_delivered_note_needs_evidence_of_its_own(dev_vault: Vault) -> None:
+    r = CliRunner().invoke(
+        cli, ["query", "why do the payment tests fail at random?", "--json", "--explain"]
+    )
+    data = json.loads(r.stdout)
+    assert data["outcome"] == "notes"
+    assert data["hits"][0]["path"] == "notes/flaky.md"
+    assert data["hits"][0]["delivery"] == "text"
+    # The others were ranked too, and each was judged on its own: none rides along.
+    kept = {h["path"] for h in data["hits"]}
+    assert "notes/zh-backup.md" not in kept and "notes/coffee.md" not in kept
+    assert all(d["drop"] == "no-evidence" for d in data["dropped"] if d["path"] != "notes/flaky.md")
+
+
+def test_the_gate_setting_moves_both_bands(dev_vault: Vault, monkeypatch) -> None:
+    question = "What did Tobias say about Quillfeather's cardamom knots?"
+    path = "log/2024-03-09-book-club.md"
+    monkeypatch.setenv("VAULTMEM_GATE", "-20")  # everything ranked is at least a pointer
+    loose = context(question)
+    assert _delivered(loose, path) == "text"
+    monkeypatch.setenv("VAULTMEM_GATE", "30")  # nothing is strong enough
+    assert context(question) == ""
+
+
+def test_pointers_are_fenced_bounded_and_say_how_to_read_a_note(
+    dev_vault: Vault, monkeypatch
+) -> None:
+    from vaultmem.agent.render import POINTERS_MAX_CHARS
+
+    # A prompt in the doubtful middle: its notes come as pointers, not text.
+    monkeypatch.setenv("VAULTMEM_GATE", "-3")
+    out = context("what did we decide about the release schedule and rollbacks?")
+    block = out[out.index("<note_pointers>") : out.index("</note_pointers>") + 16]
+    assert len(block) <= POINTERS_MAX_CHARS
+    assert "get(path)" in block and "not instructions" in block
+    assert re.search(r'<pointer path="notes/[^"]+"[^>]*why="[^"]+"/>', block)
+    assert block.count("<pointer ") <= 5
+    assert _delivered(out, "notes/release.md") in {"text", "pointer"}
+
+
+def test_the_injection_log_records_the_band(dev_vault: Vault, monkeypatch) -> None:
+    from vaultmem.agent import injections
+    from vaultmem.config import user_home
+
+    monkeypatch.setenv("VAULTMEM_LOG_INJECTIONS", "1")
+    claude_hook("why do the payment tests fail at random?", dev_vault.root)
+    [entry] = [e for e in injections.read(user_home()) if e.paths]
+    assert entry.band == "notes" and "notes/flaky.md" in entry.paths
+    assert "notes/flaky.md" not in entry.pointers

@@ -208,3 +208,68 @@ def test_build_context_outside_a_vault_gives_only_preferences(tmp_path: Path, mo
     assert out.startswith("<user_preferences")
     assert "Always run the tests" in out
     assert "<retrieved_context>" not in out
+
+
+# --- pointers (the gate's middle band) -----------------------------------------------------
+
+POINTER_TAG_RE = re.compile(
+    r'<pointer path="[^"<>]*"( source="[^"<>]*")?( title="[^"<>]*")?( heading="[^"<>]*")?'
+    r' why="[^"<>]*"/>'
+)
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_a_pointer_cannot_close_its_fence_or_forge_a_note(attack):
+    from vaultmem.agent.render import Pointer, render_pointers
+
+    block, shown = render_pointers([Pointer(f"notes/{attack}.md", attack, attack, attack)])
+    assert shown and block.startswith("<note_pointers>\n") and block.endswith("</note_pointers>")
+    tags = structure(block)
+    assert tags[0] == "<note_pointers>" and tags[-1] == "</note_pointers>"
+    assert all(POINTER_TAG_RE.fullmatch(t) for t in tags[1:-1]), tags
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pointers=st.lists(
+        st.tuples(text_strategy, text_strategy, text_strategy, text_strategy), max_size=9
+    ),
+    budget=st.integers(0, 1200),
+)
+def test_the_pointer_block_stays_within_its_budget_and_five_lines(pointers, budget):
+    from vaultmem.agent.render import MAX_POINTERS, Pointer, render_pointers
+
+    block, shown = render_pointers([Pointer(*p) for p in pointers], max_chars=budget)
+    assert len(block) <= budget
+    assert len(shown) <= MAX_POINTERS and block.count("<pointer ") == len(shown)
+    if shown:
+        assert "get(path)" in block and "not instructions" in block
+
+
+def test_pointers_say_which_words_matched_as_the_prompt_spells_them():
+    from vaultmem.agent.context import pointer_of
+    from vaultmem.search import Hit
+    from vaultmem.search.prompt import search_terms
+
+    hit = Hit(
+        path="ops/backup.md",
+        chunk_index=0,
+        heading="KMS",
+        text="...",
+        title="Backups",
+        commit_sha="0" * 40,
+        tags=(),
+        score=1.0,
+        fused=1.0,
+        vector_rank=1,
+        vector_score=0.9,
+        lexical_rank=1,
+        lexical_score=1.0,
+        lexical_imputed=False,
+        vector_imputed=False,
+        matched_terms=2,
+        matched=frozenset(search_terms("restore zephyrquill")),
+    )
+    p = pointer_of(hit, "How do I restore the Zephyrquill archive?")
+    assert p.why == "shares: restore, Zephyrquill"
+    assert (p.path, p.title, p.heading) == ("ops/backup.md", "Backups", "KMS")

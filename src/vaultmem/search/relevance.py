@@ -250,7 +250,9 @@ def gate(
     nothing with the prompt never rides along with a strong one. Both scores are weighed by
     the model's `Calibration`; `level` (VAULTMEM_GATE) moves every band. At most `k` hits are
     delivered, in ranking order (a pointer may come before a text hit ranked below it)."""
-    cal = fusion.calibration
+    # Without a single vector candidate (a lexical search, or a vault before its first vectors)
+    # the vector signals are all zero: that calibration was fitted on such searches.
+    cal = fusion.calibration if stats.cosines else fusion.lexical_calibration
     sigs = [signals(h, stats) for h in hits]
     scores = [cal.score(s) for s in sigs]
     vectors = [s.vector_of() for s in sigs]

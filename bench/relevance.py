@@ -245,6 +245,31 @@ def check_live(
     return checked, differ
 
 
+def shipped_and_held_out(
+    rows_by: dict[str, list[_calibrate.Row]],
+    wanted: list[str],
+    base: Any,
+    field: str,
+    show: bool,
+) -> dict[str, Any]:
+    """The fit on every corpus, compared with the shipped one (`base.<field>`, printed as
+    source with `show`), then for each wanted corpus a fit made without it."""
+    shipped = _calibrate.fit([r for rows in rows_by.values() for r in rows])
+    constant = {"calibration": "DEFAULT_CALIBRATION"}.get(field, "LEXICAL_CALIBRATION")
+    if show:
+        print(f"\nThe fit on all six corpora (search/fusion.py, {constant}):")
+        print(_calibrate.source_text(shipped))
+    current = _calibrate.close(shipped, getattr(base, field))
+    print(
+        f"\nShipped {constant} {'is' if current else 'is NOT'} the fit on all six corpora"
+        + ("" if current else " (run with --fit and update search/fusion.py)")
+    )
+    return {
+        name: _calibrate.fit([r for n, rows in rows_by.items() if n != name for r in rows])
+        for name in wanted
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -300,44 +325,25 @@ def main() -> int:
         f"exactly as the offline gate, {differ} differ at a band's edge (HNSW's approximate tail)"
     )
 
-    every = [r for rows in rows_by.values() for r in rows]
-    shipped = _calibrate.fit(every)
-    if args.fit:
-        print("\nThe fit on all six corpora (search/fusion.py, DEFAULT_CALIBRATION):")
-        print(_calibrate.source_text(shipped))
-    current = _calibrate.close(shipped, base.calibration)
-    print(
-        f"\nShipped calibration {'is' if current else 'is NOT'} the fit on all six corpora"
-        + ("" if current else " (run with --fit and update search/fusion.py)")
-    )
-
     wanted = [c for c in args.corpora.split(",") if c] or list(rows_by)
-    cals: dict[str, Any] = {}
-    results: dict[str, dict[str, Tally]] = {}
+    cals = shipped_and_held_out(rows_by, wanted, base, "calibration", args.fit)
+    results = {
+        name: tally(rows_by[name], dataclasses.replace(base, calibration=cals[name]))
+        for name in wanted
+    }
     for name in wanted:
-        cals[name] = _calibrate.fit([r for n, rows in rows_by.items() if n != name for r in rows])
-        results[name] = tally(rows_by[name], dataclasses.replace(base, calibration=cals[name]))
         print_corpus(name, cals[name], results[name])
     summary(results)
     if args.lexical:
         # Lexical-only searches have a calibration of their own, fitted on lexical-only dumps.
-        every_lexical = [r for rows in lexical_by.values() for r in rows]
-        shipped_lexical = _calibrate.fit(every_lexical)
-        if args.fit:
-            print("\nThe lexical-only fit (search/fusion.py, LEXICAL_CALIBRATION):")
-            print(_calibrate.source_text(shipped_lexical))
-        current = _calibrate.close(shipped_lexical, base.lexical_calibration)
-        print(f"\nShipped lexical calibration {'is' if current else 'is NOT'} the fit on all six")
-        lexical_results = {}
-        for name in wanted:
-            fitted = _calibrate.fit(
-                [r for n, rows in lexical_by.items() if n != name for r in rows]
-            )
-            lexical_results[name] = tally(
-                lexical_by[name], dataclasses.replace(base, lexical_calibration=fitted)
-            )
+        lexical_cals = shipped_and_held_out(
+            lexical_by, wanted, base, "lexical_calibration", args.fit
+        )
         summary(
-            lexical_results,
+            {
+                name: tally(lexical_by[name], dataclasses.replace(base, lexical_calibration=cal))
+                for name, cal in lexical_cals.items()
+            },
             "Lexical-only (a new vault before its vectors), leave-one-corpus-out lexical fits",
         )
     levels = sorted({0.0, *(float(v) for v in args.levels.split(",") if v)})

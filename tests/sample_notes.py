@@ -90,3 +90,33 @@ def add_note(
                 None if embedder is None else embedder.model_id,
             ),
         )
+
+
+def a_hit(path: str = "ops/backup.md", **fields: object) -> object:
+    """A search hit as fusion makes one (`search.Hit`), for tests of the gate and rendering
+    that need no database: a full-text match of one term, no vector; `fields` override."""
+    from vaultmem.search import Hit
+
+    values: dict[str, object] = dict(
+        path=path,
+        chunk_index=0,
+        heading="",
+        text="t",
+        title="",
+        commit_sha=COMMIT,
+        tags=(),
+        score=1.0,
+        fused=1.0,
+        vector_rank=None,
+        vector_score=None,
+        lexical_rank=1,
+        lexical_score=1.0,
+        lexical_imputed=False,
+        vector_imputed=False,
+        matched_terms=1,
+        lexical_evidence=3.0,
+        matched=frozenset({"restor"}),
+        note_script="latin",
+    )
+    values.update(fields)
+    return Hit(**values)  # type: ignore[arg-type]

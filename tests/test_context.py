@@ -247,27 +247,15 @@ def test_the_pointer_block_stays_within_its_budget_and_five_lines(pointers, budg
 
 
 def test_pointers_say_which_words_matched_as_the_prompt_spells_them():
+    from sample_notes import a_hit
+
     from vaultmem.agent.context import pointer_of
-    from vaultmem.search import Hit
     from vaultmem.search.prompt import search_terms
 
-    hit = Hit(
-        path="ops/backup.md",
-        chunk_index=0,
+    hit = a_hit(
+        "ops/backup.md",
         heading="KMS",
-        text="...",
         title="Backups",
-        commit_sha="0" * 40,
-        tags=(),
-        score=1.0,
-        fused=1.0,
-        vector_rank=1,
-        vector_score=0.9,
-        lexical_rank=1,
-        lexical_score=1.0,
-        lexical_imputed=False,
-        vector_imputed=False,
-        matched_terms=2,
         matched=frozenset(search_terms("restore zephyrquill")),
     )
     p = pointer_of(hit, "How do I restore the Zephyrquill archive?")

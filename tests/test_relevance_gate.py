@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from conftest import Vault
 from indexing import index
 from russian_notes import RUSSIAN_NOTES as ALL_RUSSIAN_NOTES
+from sample_notes import a_hit
 
 from vaultmem.cli import cli
 
@@ -352,32 +353,6 @@ def test_the_injection_log_records_the_band(dev_vault: Vault, monkeypatch) -> No
     assert "notes/flaky.md" not in entry.pointers
 
 
-def _hit(path: str) -> object:
-    from vaultmem.search import Hit
-
-    return Hit(
-        path=path,
-        chunk_index=0,
-        heading="",
-        text="t",
-        title="",
-        commit_sha="0" * 40,
-        tags=(),
-        score=1.0,
-        fused=1.0,
-        vector_rank=None,
-        vector_score=None,
-        lexical_rank=1,
-        lexical_score=1.0,
-        lexical_imputed=False,
-        vector_imputed=False,
-        matched_terms=1,
-        lexical_evidence=3.0,
-        matched=frozenset({"restor"}),
-        note_script="latin",
-    )
-
-
 def test_a_search_without_vector_candidates_is_judged_by_the_lexical_calibration() -> None:
     import dataclasses
 
@@ -388,7 +363,7 @@ def test_a_search_without_vector_candidates_is_judged_by_the_lexical_calibration
     always = dataclasses.replace(DEFAULT_CALIBRATION, prompt=-1e9, hit_pointer=-1e9, hit_text=-1e9)
     fusion = Fusion(calibration=never, lexical_calibration=always)
     stats = QueryStats("latin", (), ("restor",), (1,), 10)
-    [v] = gate([_hit("a.md")], fusion=fusion, stats=stats)
+    [v] = gate([a_hit("a.md")], fusion=fusion, stats=stats)
     assert v.kept and v.delivery is not None and v.delivery.value == "text"
-    [v] = gate([_hit("a.md")], fusion=fusion, stats=dataclasses.replace(stats, cosines=(0.8,)))
+    [v] = gate([a_hit("a.md")], fusion=fusion, stats=dataclasses.replace(stats, cosines=(0.8,)))
     assert not v.kept and v.drop.value == "no-answer"

@@ -70,14 +70,13 @@ def test_an_english_question_gets_the_chinese_note_through_context_and_the_hook(
     e5_vault: Vault, tmp_path
 ) -> None:
     out = context("how do I repair a broken vector index")
-    assert out.startswith("<retrieved_context")
-    assert 'path="notes/vec.md"' in out
+    # as text or as a pointer the agent reads with `get` (the evidence decides which)
+    assert _delivered(out, "notes/vec.md") in {"text", "pointer"}
     # from a code repository elsewhere, as Claude Code runs the hook
     elsewhere = tmp_path / "code" / "app"
     elsewhere.mkdir(parents=True)
     out = claude_hook("which redis eviction policy do we use?", elsewhere)
-    assert 'path="notes/redis.md"' in out
-    assert "allkeys-lru" in out
+    assert _delivered(out, "notes/redis.md") in {"text", "pointer"}
 
 
 def test_a_prompt_the_vault_cannot_answer_injects_nothing(e5_vault: Vault) -> None:
@@ -115,8 +114,8 @@ def test_explain_lists_what_the_gate_dropped_and_why(e5_vault: Vault) -> None:
     r = CliRunner().invoke(cli, ["query", "which redis eviction policy do we use?", "--explain"])
     assert r.stdout.startswith("1. notes/redis.md")
     assert "evidence" in r.stdout.splitlines()[2]
-    assert "-> text band" in r.stdout.splitlines()[3]
-    assert "outcome: notes" in r.stdout
+    assert re.search(r"-> (text|pointer) band", r.stdout.splitlines()[3])
+    assert re.search(r"outcome: (notes|pointers)", r.stdout)
 
 
 def test_english_questions_find_notes_in_another_alphabet(

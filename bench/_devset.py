@@ -9,7 +9,8 @@ questions, the corpus's own unanswerable set).
                 (the same claims in Chinese: cross-language)
   cmrc          CMRC 2018 dev paragraphs (Chinese Wikipedia); its questions, and
                 bench/corpora/cmrc_en (English questions: cross-language)
-  conversations bench/corpora/conversations: long multi-speaker session notes
+  conversations bench/corpora/conversations: long multi-speaker session notes, with questions
+                in the notes' language and in the other one (questions_xlang.jsonl)
   personal_kb   bench/corpora/personal_kb: one developer's mixed English/Chinese vault
   team          bench/prompts/team_vault: 16 short ops notes, most in Chinese
 
@@ -128,6 +129,10 @@ def _own_corpus(name: str) -> DevCorpus:
     base = CORPORA / name
     files = _vault_files(base / "vault")
     items = [(d["query"], d["relevant"]) for d in _jsonl(base / "questions.jsonl")]
+    # Questions asked in the other language than the note (conversations: Chinese questions on
+    # English sessions and English ones on Chinese sessions).
+    if (base / "questions_xlang.jsonl").is_file():
+        items += [(d["query"], d["relevant"]) for d in _jsonl(base / "questions_xlang.jsonl")]
     c = DevCorpus(name, files, _answerable(files, items))
     for d in _jsonl(base / "unanswerable.jsonl"):
         c.prompts.append(Prompt(d["query"], frozenset(), f"own {d['lang']}", d["lang"]))

@@ -72,9 +72,11 @@ def query_cmd(
     """Search the vault's notes: one hit (its best chunk) per note, best first.
 
     Hybrid mode fuses vector similarity and full-text search (Chinese and Japanese included).
-    What it prints is what `vaultmem context` and the Claude Code hook would inject: the
-    relevance gate drops notes without enough evidence (VAULTMEM_GATE moves it; --explain shows
-    what it dropped and why). Content-free prompts ("ok continue", "好的繼續") return nothing.
+    What it prints is what `vaultmem context` and the Claude Code hook would deliver: the
+    relevance gate passes a note as text when its evidence is strong, as a one-line pointer
+    (marked "(pointer)"; `--json`: "delivery") in the doubtful middle, and drops the rest
+    (VAULTMEM_GATE moves every band; --explain shows each note's band, score and signals, and
+    what was dropped and why). Content-free prompts ("ok continue", "好的繼續") return nothing.
     """
     from ..agent.claude_hook import quiet_openmp
     from ..embed import get_embedder

@@ -109,6 +109,20 @@ def tldr_clone(work: Path) -> Path:
     return clone
 
 
+def tldr_vault(repo: Path, notes: int = 0) -> Path:
+    """A clone of the tldr history at `repo` as a user's vault; with `notes`, only the first
+    `notes` pages (by path) are kept, in one more commit."""
+    subprocess.run(["git", "clone", "-q", "-b", "replay-main", str(BUNDLE), str(repo)], check=True)
+    if notes:
+        keep = set(sorted(p for p in repo.rglob("*.md") if ".git" not in p.parts)[:notes])
+        for p in repo.rglob("*.md"):
+            if ".git" not in p.parts and p not in keep:
+                p.unlink()
+        for args in (["add", "-A"], ["commit", "-q", "-m", "subset"]):
+            subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    return repo
+
+
 def tldr_pages(clone: Path) -> dict[str, dict[str, tuple[str, str]]]:
     """command -> {"en": (description, page without it), "zh": (...)} for every command with
     both an English and a Chinese page (pages/{common,linux}, pages.zh/{common,linux})."""

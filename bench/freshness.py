@@ -29,9 +29,9 @@ import threading
 import time
 from pathlib import Path
 
+from _data import tldr_vault
 from _setup import bench_env
 
-BUNDLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tldr-history.bundle"
 VAULTMEM = [sys.executable, "-m", "vaultmem"]
 
 
@@ -156,16 +156,7 @@ def main() -> None:
     print(f"load average at start: {os.getloadavg()}")
     cli_start(args.cli_runs)
 
-    repo = work / "tldr"
-    subprocess.run(["git", "clone", "-q", "-b", "replay-main", str(BUNDLE), str(repo)], check=True)
-    if args.notes:
-        keep = sorted(p for p in repo.rglob("*.md") if ".git" not in p.parts)[: args.notes]
-        keep_set = set(keep)
-        for p in repo.rglob("*.md"):
-            if ".git" not in p.parts and p not in keep_set:
-                p.unlink()
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", "subset")
+    repo = tldr_vault(work / "tldr", args.notes)
     home = Path(os.environ["VAULTMEM_HOME"])
     try:
         t0 = time.perf_counter()

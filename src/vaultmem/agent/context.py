@@ -9,6 +9,7 @@ hook process and the warm service alike; `run_bounded` keeps it within the hook'
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -303,14 +304,8 @@ def build_context(
 def pointer_of(hit: Hit, prompt: str = "", provenance: dict[str, str] | None = None) -> Pointer:
     """A hit as a pointer: its path, title and heading, and one line on why it may match: the
     prompt's words the note holds (as the prompt spells them), else that its meaning is close."""
-    from ..search.prompt import search_terms
-
-    said = []
-    for word in dict.fromkeys(prompt.split()[:200]):
-        # A run of CJK text is one "word" here: its matched bigrams say it better.
-        if len(word) <= 24 and set(search_terms(word)) & hit.matched:
-            said.append(word.strip(".,;:!?()[]{}\"'`"))
-    words = [w for w in said if w][:4] or sorted(hit.matched, key=lambda w: (-len(w), w))[:4]
+    said = [word for word, terms in _prompt_words(prompt) if terms & hit.matched]
+    words = said[:4] or sorted(hit.matched, key=lambda w: (-len(w), w))[:4]
     if words:
         why = "shares: " + ", ".join(words)
     elif hit.lexical_imputed:
@@ -318,6 +313,21 @@ def pointer_of(hit: Hit, prompt: str = "", provenance: dict[str, str] | None = N
     else:
         why = "close in meaning"
     return Pointer(hit.path, hit.title, hit.heading, why, (provenance or {}).get("source"))
+
+
+@functools.lru_cache(maxsize=16)
+def _prompt_words(prompt: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The prompt's words as it spells them, each with its search terms: tokenised once per
+    prompt, not once per pointer. A run of CJK text is one "word" here and is left out: its
+    matched bigrams say it better."""
+    from ..search.prompt import search_terms
+
+    out = []
+    for word in dict.fromkeys(prompt.split()[:200]):
+        shown = word.strip(".,;:!?()[]{}\"'`")
+        if shown and len(word) <= 24:
+            out.append((shown, frozenset(search_terms(word))))
+    return tuple(out)
 
 
 def _search(

@@ -80,7 +80,7 @@ def query_cmd(
     """
     from ..agent.claude_hook import quiet_openmp
     from ..embed import get_embedder
-    from ..search import Delivery, fusion_for, retrieve
+    from ..search import Delivery, retrieve
     from ..store import db
     from ..vaults import NO_VAULT_HINT
 
@@ -145,7 +145,6 @@ def query_cmd(
         return
     if not hits:
         echo("no relevant notes", err=True)
-    cal = fusion_for(embedder.model_id).calibration
     for i, h in enumerate(hits, 1):
         where = (
             f"{display_path(h.path)} › {display_path(h.heading)}"
@@ -159,12 +158,15 @@ def query_cmd(
         if explain:
             echo(f"   {_explain_line(h)}")
             if h.path in scored:
-                echo(f"   {_band_line(scored[h.path], cal, settings.gate)}")
+                echo(f"   {_band_line(scored[h.path], settings.gate)}")
     if explain and hits:
         echo(f"outcome: {found.outcome.value}")
     if explain and dropped:
-        prompt_score = scored[dropped[0][0].path].prompt_score
-        level = settings.gate
+        # Every verdict of a query carries the same prompt score and calibration (the profile's,
+        # or its lexical-only one for a search without vectors).
+        judged = scored[dropped[0][0].path]
+        prompt_score, cal, level = judged.prompt_score, judged.calibration, settings.gate
+        assert cal is not None  # every verdict the gate makes names its calibration
         echo(
             f"dropped by the relevance gate (the prompt scores {prompt_score:.2f}, answered from "
             f"{cal.prompt + level:g}; a note is a pointer from {cal.hit_pointer + level:g}, "
@@ -183,7 +185,7 @@ def query_cmd(
             why = "" if len(reasons) == 1 else f" {_DROP_REASONS[drop.value]}"
             echo(f"-  {display_path(h.path)}  [{h.score:.3f}]{why}")
             echo(f"   {_explain_line(h)}")
-            echo(f"   {_band_line(scored[h.path], cal, settings.gate)}")
+            echo(f"   {_band_line(scored[h.path], settings.gate)}")
         if len(dropped) > 10:
             echo(f"   ... and {len(dropped) - 10} more")
 
@@ -212,17 +214,13 @@ def _gate_fields(v: Any) -> dict[str, Any]:
     }
 
 
-def _band_line(v: Any, cal: Any, level: float) -> str:
+def _band_line(v: Any, level: float) -> str:
     """Which band a hit fell in and why: its score, the bands, and its strongest signals."""
     from ..search import SIGNALS
 
-    band = (
-        "text"
-        if v.score >= cal.hit_text + level
-        else "pointer"
-        if v.score >= cal.hit_pointer + level
-        else "none"
-    )
+    cal = v.calibration
+    delivery = cal.band(v.score, level)
+    band = delivery.value if delivery is not None else "none"
     parts = []
     if v.signals is not None:
         values = v.signals.vector_of()

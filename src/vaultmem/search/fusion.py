@@ -155,10 +155,10 @@ class Fusion:
     # ...but words so rare together that chance cannot explain them count on their own, less
     # this discount, whatever the vector search says (a drug name, a rare bigram run).
     lexical_alone_discount: float = 5.0
-    # A prompt whose cosine to the closest generic coding request (`generic`) is above the
-    # noise ceiling for its own language plus this margin pays the excess, in nats, on every
-    # hit's evidence: "add type hints to this function" then needs far more than a cosine of
-    # 0.84 to some note. None: not calibrated for this model (the texts are never embedded).
+    # Whether the model's prompts are compared with the generic coding requests (`generic`;
+    # None: not calibrated for this model, the texts are never embedded). The gate reads the
+    # similarity as its `generic` signal; the margin itself only shapes `Hit.evidence` and
+    # `generic_penalty`, which `--explain` and the JSON breakdown still show and nothing decides.
     generic_margin: float | None = None
     # How the gate weighs a hit's signals and where its text and pointer bands start
     # (`relevance.Calibration`): fitted per model by bench/relevance.py.

@@ -14,18 +14,20 @@ Design decisions:
   note's cosine stands above the query's own candidates (`lift`: a vault where every note is
   0.82 from an English prompt says nothing at 0.82), how rare the matched words are in this
   vault (`lexical`, `unique`), how much of the query's rare vocabulary the note holds
-  (`coverage`), whether the prompt is
-  closer to generic coding work than to the note (`generic`).
+  (`coverage`), whether the prompt is closer to generic coding work than to the note
+  (`generic`).
 - Two questions, two models: does this vault answer the prompt at all (the prompt's score, from
   its first hits together), and is this note one of the answers (the hit's score). Both are
   logistic models read in nats, fitted per embedding model on six dev corpora of different
   shapes, each corpus reported only with a fit made without it (bench/relevance.py,
   leave-one-corpus-out); they live in the model's `fusion.Fusion` profile (`Calibration`).
-- VAULTMEM_GATE moves both bands by the same number of nats.
+- VAULTMEM_GATE moves every band (the prompt's, a note's pointer and text bands) by the same
+  number of nats.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -69,7 +71,7 @@ LIFT_UNIT = 0.01
 # letters and two-letter Latin words are left out (an "ls", a "go" is no name).
 UNIQUE_MIN_LATIN = 3
 UNIQUE_FULL_CHUNKS = 100
-# Pseudo-chunks in the idf of `coverage` and `unknown` (as fusion.LEXICAL_PRIOR_CHUNKS).
+# Pseudo-chunks in the idf of `coverage` (as fusion.LEXICAL_PRIOR_CHUNKS).
 PRIOR_CHUNKS = 100
 
 
@@ -86,9 +88,37 @@ class QueryStats:
     # the model's profile does not use them.
     generic_similarity: float | None = None
 
-    @property
+    # What every hit's signals read of the query, derived once per query rather than once per
+    # hit (cached on the instance: a frozen dataclass keeps its __dict__).
+
+    @functools.cached_property
     def median_cosine(self) -> float | None:
         return statistics.median(self.cosines) if self.cosines else None
+
+    @functools.cached_property
+    def weakest_cosine(self) -> float | None:
+        return min(self.cosines) if self.cosines else None
+
+    @functools.cached_property
+    def document_frequency(self) -> dict[str, int]:
+        """Each counted term's chunk count (single letters and two-letter Latin words out)."""
+        return {t: d for t, d in zip(self.terms, self.term_df, strict=False) if _counts(t)}
+
+    @functools.cached_property
+    def rarity(self) -> dict[str, float]:
+        """Each counted term's idf in this vault (terms no chunk holds are the rarest)."""
+        n = max(self.n_chunks, 1)
+        return {t: _idf(d, n) for t, d in self.document_frequency.items()}
+
+    @functools.cached_property
+    def total_rarity(self) -> float:
+        return sum(self.rarity.values())
+
+    @functools.cached_property
+    def unique_weight(self) -> float:
+        """What a word no other chunk holds is worth here, 0..1: little in a vault of four notes
+        (most words are in one note there), full from UNIQUE_FULL_CHUNKS chunks on."""
+        return min(1.0, math.log1p(max(self.n_chunks, 1)) / math.log1p(UNIQUE_FULL_CHUNKS))
 
 
 @dataclass(frozen=True)
@@ -124,26 +154,20 @@ def signals(hit: Hit, stats: QueryStats) -> Signals:
     )
     median = stats.median_cosine
     cosine = hit.vector_score
-    if cosine is None and stats.cosines and not hit.vector_imputed:
-        cosine = min(stats.cosines)  # not among the vector candidates: at most the weakest
+    if cosine is None and not hit.vector_imputed:
+        cosine = stats.weakest_cosine  # not among the vector candidates: at most the weakest
     lift = (cosine - median) / LIFT_UNIT if cosine is not None and median is not None else 0.0
-    df = {t: d for t, d in zip(stats.terms, stats.term_df, strict=False) if _counts(t)}
-    n = max(stats.n_chunks, 1)
-    rarity = {t: _idf(d, n) for t, d in df.items()}
-    total = sum(rarity.values())
+    rarity, total = stats.rarity, stats.total_rarity
     held = sum(rarity[t] for t in hit.matched if t in rarity)
-    # A word no other chunk holds is strong evidence in a large vault and little in a tiny one
-    # (in a vault of four notes most words are in one note): weighed by the vault's size, full
-    # from UNIQUE_FULL_CHUNKS chunks on.
+    df = stats.document_frequency
     unique = any(df.get(t) == 1 for t in hit.matched)
-    size = min(1.0, math.log1p(n) / math.log1p(UNIQUE_FULL_CHUNKS))
     return Signals(
         lift=lift,
         cross=1.0 if cross else 0.0,
         vector=hit.vector_evidence if hit.vector_evidence is not None else 0.0,
         lexical=min(max(hit.lexical_evidence or 0.0, 0.0), 12.0),
         coverage=0.0 if cross or total <= 0 else held / total,
-        unique=size if unique else 0.0,
+        unique=stats.unique_weight if unique else 0.0,
         generic=(
             (stats.generic_similarity - cosine) / LIFT_UNIT
             if stats.generic_similarity is not None and cosine is not None
@@ -204,6 +228,12 @@ class Calibration:
             w * x for w, x in zip(self.hit_weights, s.vector_of(), strict=True)
         )
 
+    def band(self, score: float, level: float = 0.0) -> Delivery | None:
+        """How a note with this score would be delivered once its prompt is answered."""
+        if score >= self.hit_text + level:
+            return Delivery.TEXT
+        return Delivery.POINTER if score >= self.hit_pointer + level else None
+
     def prompt_score(self, features: Sequence[float]) -> float:
         return self.prompt_bias + sum(
             w * x for w, x in zip(self.prompt_weights, features, strict=True)
@@ -220,6 +250,8 @@ class Verdict:
     score: float = -math.inf  # the hit's calibrated score, nats
     signals: Signals | None = None
     prompt_score: float = -math.inf  # the prompt's calibrated score, nats (same for all hits)
+    # The calibration it was judged by (the profile's, or its lexical-only one)
+    calibration: Calibration | None = None
 
     @property
     def kept(self) -> bool:
@@ -261,7 +293,7 @@ def gate(
     out: list[Verdict] = []
     kept = 0
     for rank, (h, sig, score) in enumerate(zip(hits, sigs, scores, strict=True)):
-        delivery: Delivery | None = None
+        delivery = cal.band(score, level)
         drop: Drop | None = None
         if not answers:
             drop = Drop.NO_ANSWER
@@ -269,15 +301,13 @@ def gate(
             # Only the ranking's first places are judged (the models were fitted on them): a
             # note ranked 40th is not offered because its own signals happen to be fair.
             drop = Drop.BEYOND_K
-        elif score < cal.hit_pointer + level:
+        elif delivery is None:
             drop = Drop.NO_EVIDENCE
         elif h.score < min_score:
             drop = Drop.BELOW_MIN_SCORE
+        elif kept >= k:
+            drop = Drop.BEYOND_K
         else:
-            delivery = Delivery.TEXT if score >= cal.hit_text + level else Delivery.POINTER
-            if kept >= k:
-                drop = Drop.BEYOND_K
-            else:
-                kept += 1
-        out.append(Verdict(h, drop, delivery if drop is None else None, score, sig, p))
+            kept += 1
+        out.append(Verdict(h, drop, delivery if drop is None else None, score, sig, p, cal))
     return out

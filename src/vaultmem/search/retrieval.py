@@ -44,7 +44,7 @@ def fuse_candidates(c: Candidates, fusion: Fusion) -> list[Hit]:
     )
 
 
-def query_stats(c: Candidates, fusion: Fusion) -> QueryStats:
+def query_stats(c: Candidates) -> QueryStats:
     """What the gate needs to know about the query as a whole, from its candidate rows."""
     first = c.rows[0] if c.rows else {}
     script = script_of(c.query)
@@ -104,7 +104,7 @@ def judge(
     return gate(
         fuse_candidates(c, fusion),
         fusion=fusion,
-        stats=query_stats(c, fusion),
+        stats=query_stats(c),
         min_score=min_score,
         k=k,
         level=gate_level,

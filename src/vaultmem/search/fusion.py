@@ -82,15 +82,15 @@ class Hit:
 # fmt: off
 DEFAULT_CALIBRATION = Calibration(
     # lift, cross, vector, lexical, coverage, unique, generic
-    hit_weights=(0.3781, 2.7235, 0.1627, 0.1488, 2.5927, 1.5693, -0.1744),
-    hit_bias=-3.315,
+    hit_weights=(0.3704, 2.726, 0.1614, 0.1553, 2.5896, 1.6106, -0.1741),
+    hit_bias=-3.306,
     # best, second, max_lift, max_cross, max_vector, max_lexical, max_coverage, max_unique,
     # max_generic
-    prompt_weights=(0.5035, 0.1689, 0.2559, 1.1237, 0.023, 0.075, 1.4046, 0.0334, -0.1768),
-    prompt_bias=-1.717,
+    prompt_weights=(0.5041, 0.1718, 0.2532, 1.1173, 0.0234, 0.0754, 1.3835, 0.0291, -0.1767),
+    prompt_bias=-1.696,
     prompt=-1.3,
-    hit_pointer=-1.89,
-    hit_text=2.41,
+    hit_pointer=-1.92,
+    hit_text=2.43,
 )
 # Fitted the same way on lexical-only searches (`bench/relevance.py --lexical --fit`): no
 # cosine, so lift, vector and generic have nothing to say (weight 0).

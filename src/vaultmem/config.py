@@ -115,6 +115,12 @@ SETTINGS: dict[str, tuple[str, str]] = {
         "`vaultmem query --explain`) a prompt's best note needs before anything is injected. "
         "Higher (1, 2) injects less, and only surer notes; lower (-1, -2) injects more.",
     ),
+    "VAULTMEM_SECOND_OPINION": (
+        "1",
+        "Whether the warm service and the MCP server also weigh a second, language-agnostic "
+        "model's view of each judged note (Universal Sentence Encoder multilingual, loaded "
+        "once per service). 0: judge with the embedding model alone, as the cold hook does.",
+    ),
     "VAULTMEM_LOG_INJECTIONS": (
         "1",
         "Record every injection (hook, wrapper, MCP search and get) in the local log that "
@@ -268,6 +274,7 @@ class Settings:
     context_max_chars: int
     min_score: float
     gate: float = 0.0
+    second_opinion: bool = True
     # Names (never values) that the vault's .env tried to set and was not allowed to.
     ignored_vault_env: tuple[str, ...] = ()
     log_injections: bool = True
@@ -454,6 +461,7 @@ def load_settings(
         context_max_chars=_int(env, "VAULTMEM_CONTEXT_MAX_CHARS"),
         min_score=_float(env, "VAULTMEM_MIN_SCORE"),
         gate=_float(env, "VAULTMEM_GATE"),
+        second_opinion=_flag(env, "VAULTMEM_SECOND_OPINION"),
         ignored_vault_env=ignored,
         log_injections=_flag(env, "VAULTMEM_LOG_INJECTIONS"),
         log_prompts=_flag(env, "VAULTMEM_LOG_PROMPTS"),

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from ..config import Settings
     from ..embed import Embedder
-    from ..search import Hit, Prompt
+    from ..search import Hit, Prompt, SecondOpinion
     from ..store import db
     from ..store.db import Conn
 
@@ -149,6 +149,8 @@ class Resources(Protocol):
 
     def embedder(self, settings: Settings) -> Embedder: ...
 
+    def second_opinion(self, settings: Settings) -> SecondOpinion | None: ...
+
 
 class ColdResources:
     """A new connection per call (closed after it) and a new embedder: one-shot processes."""
@@ -166,6 +168,9 @@ class ColdResources:
         from ..embed import get_embedder
 
         return get_embedder(settings)
+
+    def second_opinion(self, settings: Settings) -> SecondOpinion | None:
+        return None  # ~1.3 s to load: a one-shot process judges with the embedding model alone
 
 
 def build_context(
@@ -246,7 +251,15 @@ def build_context(
                             prefs = vault_preferences(conn, vault, settings.agent_folder)
                         if wants_notes and asked is not None:
                             embedder = embedder or res.embedder(settings)
-                            hits = _search(conn, settings, vault, asked, k, embedder)
+                            hits = _search(
+                                conn,
+                                settings,
+                                vault,
+                                asked,
+                                k,
+                                embedder,
+                                res.second_opinion(settings),
+                            )
                             provenance = sources(conn, vault, hits, settings.agent_folder)
     if include_memory and (prefs is None or (not prefs.text.strip() and prefs.vault_path)):
         if prefs is not None and prefs.notice:
@@ -331,7 +344,13 @@ def _prompt_words(prompt: str) -> tuple[tuple[str, frozenset[str]], ...]:
 
 
 def _search(
-    conn: Conn, settings: Settings, vault: db.Vault, prompt: Prompt, k: int, embedder: Embedder
+    conn: Conn,
+    settings: Settings,
+    vault: db.Vault,
+    prompt: Prompt,
+    k: int,
+    embedder: Embedder,
+    second_opinion: SecondOpinion | None = None,
 ) -> list[Hit]:
     from ..search import retrieve
 
@@ -343,6 +362,7 @@ def _search(
         k=k,
         min_score=settings.min_score,
         gate_level=settings.gate,
+        second_opinion=second_opinion,
     )
     return list(found.hits)
 

@@ -222,6 +222,7 @@ class VaultTools:
                 tag=tag or None,
                 min_score=target.settings.min_score,
                 gate_level=target.settings.gate,
+                second_opinion=self.resources.second_opinion(target.settings),
             ).hits
             provenance = sources(conn, vault, list(hits), target.settings.agent_folder)
         shown = _shorten(asked.text, MAX_ECHO_CHARS)

@@ -48,6 +48,7 @@ from .warm_client import (
 if TYPE_CHECKING:
     from ..config import Settings
     from ..embed import Embedder
+    from ..search import SecondOpinion
     from ..store.db import Conn
 
 __all__ = ["WarmResources", "endpoint", "serve", "spawn", "start", "status", "stop", "warm_up"]
@@ -85,6 +86,10 @@ class WarmResources:
         self._idle: dict[str, list[tuple[Conn, float]]] = {}
         self._embedders: dict[tuple[Any, ...], Embedder] = {}
         self._closed = False
+        # The second opinion's model (`search.second_opinion`): loaded once, in the background
+        # (~1.3 s), so no request waits for it; until then searches are judged without it.
+        self._opinion: SecondOpinion | None = None
+        self._opinion_loading: threading.Thread | None = None
 
     def connection(
         self, settings: Settings, *, start: bool, timeout: int
@@ -174,6 +179,45 @@ class WarmResources:
                     self._embedders[key] = found
         return found
 
+    def second_opinion(self, settings: Settings) -> SecondOpinion | None:
+        """The loaded second opinion for a search under `settings`, or None: turned off
+        (VAULTMEM_SECOND_OPINION=0), not calibrated for the vault's model (or it is the same
+        model), still loading (this call starts the load), or unavailable here."""
+        if not wants_second_opinion(settings):
+            return None
+        opinion = self._opinion
+        if opinion is None:
+            self.load_second_opinion()
+        return opinion
+
+    @property
+    def second_opinion_state(self) -> str:
+        """ "ready", "loading", "unavailable" (it could not load here) or "off" (never asked)."""
+        if self._opinion is not None:
+            return "ready"
+        thread = self._opinion_loading
+        if thread is None:
+            return "off"
+        return "loading" if thread.is_alive() else "unavailable"
+
+    def load_second_opinion(self, *, wait: bool = False) -> None:
+        """Start loading the second opinion's model in a background thread (once)."""
+        with self.lock:
+            thread = self._opinion_loading
+            if thread is None:
+                thread = threading.Thread(
+                    target=self._load_opinion, name="vaultmem-second-opinion", daemon=True
+                )
+                self._opinion_loading = thread
+                thread.start()
+        if wait:
+            thread.join()
+
+    def _load_opinion(self) -> None:
+        from ..search import load_second_opinion
+
+        self._opinion = load_second_opinion()
+
     def close(self) -> None:
         with self.lock:
             self._closed = True
@@ -181,6 +225,21 @@ class WarmResources:
             self._idle.clear()
         for conn in held:
             _close(conn)
+
+
+def wants_second_opinion(settings: Settings) -> bool:
+    """Whether searches under `settings` weigh the second opinion: it is on
+    (VAULTMEM_SECOND_OPINION) and the vault's model has a calibration with it (which the
+    second opinion's own model, as the vault's model, does not)."""
+    from ..embed.use import UseEmbedder
+    from ..search import fusion_for
+
+    provider = f"{settings.embedding_provider}:"
+    return (
+        settings.second_opinion
+        and not UseEmbedder.model_id.startswith(provider)
+        and fusion_for(provider).second_calibration is not None
+    )
 
 
 def _close(conn: Conn) -> None:
@@ -204,6 +263,8 @@ def warm_up(resources: WarmResources) -> str:
         embedder = resources.embedder(settings)
         embedder.embed_query("warm up")
         prepare_generic(embedder)  # if no ingest has cached them yet
+        if wants_second_opinion(settings):
+            resources.load_second_opinion()  # in the background: ready a second or so later
         with resources.connection(settings, start=False, timeout=3):
             pass
         return f"warmed {embedder.model_id} for {entry.name if entry else 'no vault'}"
@@ -281,6 +342,7 @@ class Service:
             "cpu_ms": round(self.cpu_seconds * 1000 / self.served, 2) if self.served else None,
             "idle_seconds": round(time.monotonic() - self.last_request, 1),
             "idle_limit": self.endpoint.idle,
+            "second_opinion": self.resources.second_opinion_state,
             "socket": self.endpoint.socket_path,
         }
 

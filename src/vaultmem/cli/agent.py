@@ -34,7 +34,8 @@ def warm_status(as_json: bool) -> None:
     elif found["running"]:
         echo(
             f"warm service: running, pid {found['pid']}, {found['served']} requests served, "
-            f"idle {found['idle_seconds']} s of {found['idle_limit']} s  {found['socket']}"
+            f"idle {found['idle_seconds']} s of {found['idle_limit']} s, second opinion "
+            f"{found.get('second_opinion', 'off')}  {found['socket']}"
         )
     else:
         echo("warm service: not running (the next prompt starts it, or `vaultmem warm start`)")

@@ -4,9 +4,9 @@ A prompt is analysed (`prompt`: content-free prompts search nothing), one SQL st
 its vector and full-text candidates (`candidates`: HNSW cosine and BM25), they are fused into
 one hit per note with the evidence each carries (`fusion`, per-model profiles), and the
 relevance gate decides what reaches the user (`relevance`; `embed.generic` tells prompts about
-generic coding work apart). `retrieve` (`retrieval`) composes the steps for the readers
-(`vaultmem query`, `vaultmem context` and the Claude Code hook, MCP `search`) and leaves out
-notes HEAD no longer holds.
+generic coding work apart; a long-lived process adds a language-agnostic `second_opinion`).
+`retrieve` (`retrieval`) composes the steps for the readers (`vaultmem query`, `vaultmem
+context` and the Claude Code hook, MCP `search`) and leaves out notes HEAD no longer holds.
 
 This module is the room's front door: other rooms, the CLI and the benchmarks import from
 `vaultmem.search`, not from its modules (tests too, except where a module's own internals are
@@ -41,11 +41,21 @@ if TYPE_CHECKING:
         QueryStats,
         Signals,
         Verdict,
+        calibration_for,
         gate,
         outcome_of,
         signals,
     )
-    from .retrieval import Retrieval, fuse_candidates, judge, query_stats, retrieve, search
+    from .retrieval import (
+        Retrieval,
+        fuse_candidates,
+        judge,
+        query_stats,
+        retrieve,
+        search,
+        with_second_opinion,
+    )
+    from .second_opinion import SecondOpinion, load_second_opinion
 
 __all__ = [
     "FUSION_PROFILES",
@@ -61,8 +71,10 @@ __all__ = [
     "Prompt",
     "QueryStats",
     "Retrieval",
+    "SecondOpinion",
     "Signals",
     "Verdict",
+    "calibration_for",
     "fetch_candidates",
     "fuse",
     "fuse_candidates",
@@ -72,6 +84,7 @@ __all__ = [
     "has_vectors",
     "is_content_free",
     "judge",
+    "load_second_opinion",
     "outcome_of",
     "prepare_generic",
     "query_stats",
@@ -79,6 +92,7 @@ __all__ = [
     "script_of",
     "search",
     "signals",
+    "with_second_opinion",
 ]
 
 # Where each exported name lives.
@@ -105,6 +119,7 @@ _HOME = {
     "QueryStats": "relevance",
     "Signals": "relevance",
     "Verdict": "relevance",
+    "calibration_for": "relevance",
     "gate": "relevance",
     "outcome_of": "relevance",
     "signals": "relevance",
@@ -114,6 +129,9 @@ _HOME = {
     "query_stats": "retrieval",
     "retrieve": "retrieval",
     "search": "retrieval",
+    "with_second_opinion": "retrieval",
+    "SecondOpinion": "second_opinion",
+    "load_second_opinion": "second_opinion",
 }
 
 

@@ -65,13 +65,17 @@ class Hit:
     note_script: str | None = None  # the chunk's dominant script (`prompt.script_of`)
     # How the gate delivers it (`relevance.gate`): text or pointer; None before the gate.
     delivery: Delivery | None = None
+    content_hash: str = ""  # the chunk's (memory_primary.content_hash)
+    # The second opinion's cosine between prompt and chunk (`second_opinion`: a language-agnostic
+    # model); None where it was not asked (a cold process, a hit beyond the judged window).
+    agnostic: float | None = None
 
     def breakdown(self) -> dict[str, Any]:
         # No evidence at all is -inf here; JSON has no infinity, so it is reported as null.
         return {
             k: None if isinstance(v, float) and not math.isfinite(v) else v
             for k, v in asdict(self).items()
-            if k not in {"text", "tags", "heading", "title", "matched"}
+            if k not in {"text", "tags", "heading", "title", "matched", "content_hash"}
         }
 
 
@@ -81,12 +85,14 @@ class Hit:
 # own candidates (`lift`), which travels between models better than a fixed ceiling does.
 # fmt: off
 DEFAULT_CALIBRATION = Calibration(
-    # lift, cross, vector, lexical, coverage, unique, generic
-    hit_weights=(0.3704, 2.726, 0.1614, 0.1553, 2.5896, 1.6106, -0.1741),
+    # lift, cross, vector, lexical, coverage, unique, generic, agnostic, agnostic_lift
+    hit_weights=(0.3704, 2.726, 0.1614, 0.1553, 2.5896, 1.6106, -0.1741, 0.0, 0.0),
     hit_bias=-3.306,
     # best, second, max_lift, max_cross, max_vector, max_lexical, max_coverage, max_unique,
-    # max_generic
-    prompt_weights=(0.5041, 0.1718, 0.2532, 1.1173, 0.0234, 0.0754, 1.3835, 0.0291, -0.1767),
+    # max_generic, max_agnostic, max_agnostic_lift
+    prompt_weights=(
+        0.5041, 0.1718, 0.2532, 1.1173, 0.0234, 0.0754, 1.3835, 0.0291, -0.1767, 0.0, 0.0
+    ),
     prompt_bias=-1.696,
     prompt=-1.3,
     hit_pointer=-1.92,
@@ -95,16 +101,33 @@ DEFAULT_CALIBRATION = Calibration(
 # Fitted the same way on lexical-only searches (`bench/relevance.py --lexical --fit`): no
 # cosine, so lift, vector and generic have nothing to say (weight 0).
 LEXICAL_CALIBRATION = Calibration(
-    # lift, cross, vector, lexical, coverage, unique, generic
-    hit_weights=(0.0, 3.1474, 0.0, 0.273, 4.891, 0.8655, 0.0),
+    # lift, cross, vector, lexical, coverage, unique, generic, agnostic, agnostic_lift
+    hit_weights=(0.0, 3.1474, 0.0, 0.273, 4.891, 0.8655, 0.0, 0.0, 0.0),
     hit_bias=-3.503,
     # best, second, max_lift, max_cross, max_vector, max_lexical, max_coverage, max_unique,
-    # max_generic
-    prompt_weights=(0.6052, 0.3172, 0.0, 1.0235, 0.0, 0.1405, 2.2455, -0.1828, 0.0),
+    # max_generic, max_agnostic, max_agnostic_lift
+    prompt_weights=(0.6052, 0.3172, 0.0, 1.0235, 0.0, 0.1405, 2.2455, -0.1828, 0.0, 0.0, 0.0),
     prompt_bias=-1.625,
     prompt=-1.25,
     hit_pointer=-2.57,
     hit_text=2.03,
+)
+# The same fit with the second opinion's two signals (`second_opinion`: USE multilingual's
+# cosine and its lift over the judged hits), for the searches of a long-lived process
+# (`bench/relevance.py --fit`, its "warm" figures).
+SECOND_CALIBRATION = Calibration(
+    # lift, cross, vector, lexical, coverage, unique, generic, agnostic, agnostic_lift
+    hit_weights=(0.2749, 2.2152, 0.095, 0.12, 2.8233, 1.4043, -0.1476, 0.0331, 0.0928),
+    hit_bias=-3.977,
+    # best, second, max_lift, max_cross, max_vector, max_lexical, max_coverage, max_unique,
+    # max_generic, max_agnostic, max_agnostic_lift
+    prompt_weights=(
+        0.4829, 0.1632, 0.2581, 1.0685, -0.036, 0.0424, 1.6794, 0.0638, -0.1475, 0.0449, -0.003
+    ),
+    prompt_bias=-2.891,
+    prompt=-1.5,
+    hit_pointer=-2.02,
+    hit_text=2.73,
 )
 # fmt: on
 # Tests only (the "hash" provider: hashed bags of words): a note in another script than the
@@ -165,6 +188,9 @@ class Fusion:
     calibration: Calibration = field(default_factory=lambda: DEFAULT_CALIBRATION)
     # ...and for a search with no vector candidate at all (lexical-only: a new vault).
     lexical_calibration: Calibration = field(default_factory=lambda: LEXICAL_CALIBRATION)
+    # ...and for a search that also has the second opinion (`second_opinion`); None: this
+    # profile never asks for one.
+    second_calibration: Calibration | None = field(default_factory=lambda: SECOND_CALIBRATION)
 
     def __post_init__(self) -> None:
         if self.method not in ("rrf", "score"):
@@ -207,7 +233,12 @@ FUSION_PROFILES: dict[str, Fusion] = {
     "use": Fusion(method="score", lexical_weight=2.0, min_similarity=0.25, cosine_per_nat=0.03),
     "openai": Fusion(lexical_weight=0.5, min_similarity=0.25, cosine_per_nat=0.03),
     # Tests only: hashed bags of words, where a shared word or two gives a cosine of 0.2-0.4.
-    "hash": Fusion(min_similarity=0.15, cosine_per_nat=0.05, calibration=HASH_CALIBRATION),
+    "hash": Fusion(
+        min_similarity=0.15,
+        cosine_per_nat=0.05,
+        calibration=HASH_CALIBRATION,
+        second_calibration=None,
+    ),
 }
 
 
@@ -391,6 +422,7 @@ def fuse(
             chunk_index=r["chunk_index"],
             heading=r["heading"],
             text=r["content"],
+            content_hash=r.get("content_hash") or "",
             title=r["title"],
             commit_sha=r["commit_sha"],
             tags=tuple(r["tags"] or ()),

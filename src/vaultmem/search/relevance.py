@@ -21,6 +21,14 @@ Design decisions:
   logistic models read in nats, fitted per embedding model on six dev corpora of different
   shapes, each corpus reported only with a fit made without it (bench/relevance.py,
   leave-one-corpus-out); they live in the model's `fusion.Fusion` profile (`Calibration`).
+- A second, language-agnostic opinion where a long-lived process can afford it: the warm
+  service and the MCP server also ask Universal Sentence Encoder multilingual
+  (`second_opinion`) how close the prompt is to each judged note (`agnostic`, and `agnostic_lift`
+  over the judged notes' median). multilingual-e5-small puts unrelated English prompts closer
+  to a Chinese vault than its real questions; USE, trained to align translations, tells them
+  apart better. Those searches are weighed by the profile's `second_calibration`, fitted with
+  the two signals; a cold process (the hook without its service, `vaultmem query`) keeps the
+  e5-only `calibration` (loading USE costs ~1.3 s).
 - VAULTMEM_GATE moves every band (the prompt's, a note's pointer and text bands) by the same
   number of nats.
 """
@@ -64,7 +72,17 @@ class Drop(StrEnum):
 
 
 # The signals, in the order of Calibration.weights.
-SIGNALS = ("lift", "cross", "vector", "lexical", "coverage", "unique", "generic")
+SIGNALS = (
+    "lift",
+    "cross",
+    "vector",
+    "lexical",
+    "coverage",
+    "unique",
+    "generic",
+    "agnostic",
+    "agnostic_lift",
+)
 # Cosine steps in which `lift` is measured (hundredths: the spread of e5-style cosines).
 LIFT_UNIT = 0.01
 # A term counts as `unique` evidence when no other chunk of the vault holds it; single Latin
@@ -87,6 +105,9 @@ class QueryStats:
     # The prompt's cosine to the closest generic coding request (`embed.generic`); None when
     # the model's profile does not use them.
     generic_similarity: float | None = None
+    # The median of the second opinion's cosines over the judged window's hits (`Hit.agnostic`);
+    # None when no second opinion was asked.
+    agnostic_median: float | None = None
 
     # What every hit's signals read of the query, derived once per query rather than once per
     # hit (cached on the instance: a frozen dataclass keeps its __dict__).
@@ -134,6 +155,10 @@ class Signals:
     # How much closer the prompt is to generic coding work ("add type hints to this function")
     # than to this note, in LIFT_UNITs (0 when the profile has no generic requests)
     generic: float
+    # The second opinion (`Hit.agnostic`), in LIFT_UNITs: its cosine, and that cosine above the
+    # median of the judged hits' (0 for both without a second opinion)
+    agnostic: float = 0.0
+    agnostic_lift: float = 0.0
 
     def vector_of(self) -> tuple[float, ...]:
         return tuple(getattr(self, name) for name in SIGNALS)
@@ -171,6 +196,12 @@ def signals(hit: Hit, stats: QueryStats) -> Signals:
         generic=(
             (stats.generic_similarity - cosine) / LIFT_UNIT
             if stats.generic_similarity is not None and cosine is not None
+            else 0.0
+        ),
+        agnostic=hit.agnostic / LIFT_UNIT if hit.agnostic is not None else 0.0,
+        agnostic_lift=(
+            (hit.agnostic - stats.agnostic_median) / LIFT_UNIT
+            if hit.agnostic is not None and stats.agnostic_median is not None
             else 0.0
         ),
     )
@@ -266,6 +297,17 @@ def outcome_of(hits: Sequence[Hit]) -> Outcome:
     return Outcome.POINTERS if Delivery.POINTER in kept else Outcome.NOTHING
 
 
+def calibration_for(fusion: Fusion, stats: QueryStats) -> Calibration:
+    """The calibration a search is judged by: without a single vector candidate (a lexical
+    search, a vault before its first vectors) the lexical-only one, fitted on such searches;
+    with the second opinion's cosines the one fitted with them; else the profile's own."""
+    if not stats.cosines:
+        return fusion.lexical_calibration
+    if stats.agnostic_median is not None and fusion.second_calibration is not None:
+        return fusion.second_calibration
+    return fusion.calibration
+
+
 def gate(
     hits: Sequence[Hit],
     *,
@@ -282,9 +324,7 @@ def gate(
     nothing with the prompt never rides along with a strong one. Both scores are weighed by
     the model's `Calibration`; `level` (VAULTMEM_GATE) moves every band. At most `k` hits are
     delivered, in ranking order (a pointer may come before a text hit ranked below it)."""
-    # Without a single vector candidate (a lexical search, or a vault before its first vectors)
-    # the vector signals are all zero: that calibration was fitted on such searches.
-    cal = fusion.calibration if stats.cosines else fusion.lexical_calibration
+    cal = calibration_for(fusion, stats)
     sigs = [signals(h, stats) for h in hits]
     scores = [cal.score(s) for s in sigs]
     vectors = [s.vector_of() for s in sigs]

@@ -13,6 +13,7 @@ function of that name: a submodule would shadow it as an attribute of the packag
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,13 +23,14 @@ from .candidates import Candidates, fetch_candidates
 from .fusion import Fusion, Hit, fuse, fusion_or_default
 from .modes import Mode
 from .prompt import Prompt, script_of
-from .relevance import Drop, Outcome, QueryStats, Verdict, gate, outcome_of
+from .relevance import PROMPT_WINDOW, Drop, Outcome, QueryStats, Verdict, gate, outcome_of
 
 if TYPE_CHECKING:
     import psycopg
 
     from ..embed import Embedder
     from ..store.db import Conn, Vault
+    from .second_opinion import SecondOpinion
 
 
 def fuse_candidates(c: Candidates, fusion: Fusion) -> list[Hit]:
@@ -58,6 +60,31 @@ def query_stats(c: Candidates) -> QueryStats:
     )
 
 
+def with_second_opinion(
+    conn: psycopg.Connection[Any],
+    query: str,
+    hits: list[Hit],
+    stats: QueryStats,
+    fusion: Fusion,
+    opinion: SecondOpinion | None,
+    *,
+    k: int,
+) -> tuple[list[Hit], QueryStats]:
+    """The hits the gate judges (the first max(k, PROMPT_WINDOW)) with the second opinion's
+    cosine each (`Hit.agnostic`), and the query's stats with their median; unchanged where
+    there is no opinion to ask: none loaded, a profile without its calibration, a lexical
+    search (no vector candidate: judged by the lexical calibration), or the opinion failed."""
+    if opinion is None or fusion.second_calibration is None or not stats.cosines or not hits:
+        return hits, stats
+    window = max(k, PROMPT_WINDOW)
+    cosines = opinion.cosines(conn, query, hits[:window])
+    if cosines is None:
+        return hits, stats
+    judged = [dataclasses.replace(h, agnostic=c) for h, c in zip(hits, cosines, strict=False)]
+    median = statistics.median(cosines[:PROMPT_WINDOW])
+    return judged + hits[window:], dataclasses.replace(stats, agnostic_median=median)
+
+
 def delivered(verdicts: list[Verdict]) -> list[Hit]:
     """The kept hits, best first, each marked with its delivery (text or pointer)."""
     return [dataclasses.replace(v.hit, delivery=v.delivery) for v in verdicts if v.kept]
@@ -77,6 +104,7 @@ def judge(
     fusion: Fusion | None = None,
     candidates: int | None = None,
     gate_level: float = 0.0,
+    second_opinion: SecondOpinion | None = None,
 ) -> list[Verdict]:
     """Every candidate note for `query`, best first, with the gate's verdict on it.
 
@@ -101,10 +129,13 @@ def judge(
         candidates=candidates,
         fusion=fusion,
     )
+    hits, stats = with_second_opinion(
+        conn, prompt.text, fuse_candidates(c, fusion), query_stats(c), fusion, second_opinion, k=k
+    )
     return gate(
-        fuse_candidates(c, fusion),
+        hits,
         fusion=fusion,
-        stats=query_stats(c),
+        stats=stats,
         min_score=min_score,
         k=k,
         level=gate_level,
@@ -126,6 +157,7 @@ def search(
     candidates: int | None = None,
     gated: bool = True,
     gate_level: float = 0.0,
+    second_opinion: SecondOpinion | None = None,
 ) -> list[Hit]:
     """The `k` best notes for `query` in the vault, one hit (best chunk) per note, best first.
 
@@ -141,7 +173,14 @@ def search(
     )
     if gated:
         verdicts = judge(
-            conn, vault_id, query, embedder, min_score=min_score, gate_level=gate_level, **kw
+            conn,
+            vault_id,
+            query,
+            embedder,
+            min_score=min_score,
+            gate_level=gate_level,
+            second_opinion=second_opinion,
+            **kw,
         )
         return delivered(verdicts)
     fusion = fusion_or_default(kw.pop("fusion"), embedder)
@@ -189,6 +228,7 @@ def retrieve(
     mode: Mode = Mode.HYBRID,
     min_score: float,
     gate_level: float,
+    second_opinion: SecondOpinion | None = None,
 ) -> Retrieval:
     """The notes a reader may hand out for `prompt`: the gate's kept hits (`judge`), less those
     whose note HEAD no longer holds as indexed.
@@ -209,6 +249,7 @@ def retrieve(
         mode=mode,
         min_score=min_score,
         gate_level=gate_level,
+        second_opinion=second_opinion,
     )
     kept = delivered(verdicts)
     if vault.shared:

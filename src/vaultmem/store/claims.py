@@ -131,6 +131,25 @@ def cached_vectors(conn: Conn, model_id: str, hashes: Sequence[str]) -> set[str]
     return {r["content_hash"] for r in rows}
 
 
+def cached_embeddings(conn: Conn, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+    """The shared cache's `model_id` vectors of `hashes` (those it holds)."""
+    if not hashes:
+        return {}
+    rows = conn.execute(
+        "SELECT content_hash, embedding FROM embedding_cache"
+        " WHERE model_id = %s AND content_hash = ANY(%s)",
+        (model_id, list(dict.fromkeys(hashes))),
+    ).fetchall()
+    return {r["content_hash"]: _array(r["embedding"]) for r in rows}
+
+
+def _array(value: Any) -> np.ndarray:
+    # pgvector's loader gives a numpy array for a typed column and a `Vector` for an untyped
+    # one (the cache's column holds every model's dimension).
+    to_numpy = getattr(value, "to_numpy", None)
+    return np.asarray(to_numpy() if to_numpy else value, dtype=np.float32)
+
+
 def store_vectors(conn: Conn, model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> None:
     """Add vectors to the shared cache (a text already there keeps its vector)."""
     with conn.cursor() as cur:

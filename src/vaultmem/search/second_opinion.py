@@ -1,0 +1,107 @@
+"""The second opinion: how close a language-agnostic model finds the prompt to each judged note.
+
+multilingual-e5-small ranks well, but its cosines say little across scripts: unrelated English
+prompts sit closer to a Chinese vault than its real English questions do (issue 27). Universal
+Sentence Encoder multilingual v3 was trained to align translations, and it tells the two apart
+better; the gate reads its cosine (`Hit.agnostic`) as two more signals
+(`relevance.Signals.agnostic`, `agnostic_lift`) under the profile's `second_calibration`.
+
+Design decisions:
+- Only where a process lives long: the warm service and the MCP server load the model once
+  (~1.3 s, in the background: until it is ready their searches are judged without it). A
+  one-shot process (the cold hook, `vaultmem query`) never pays for it and keeps the e5-only
+  calibration.
+- Only the judged window (`relevance.PROMPT_WINDOW`, or k if larger): one query embedding (a few
+  ms) and the vectors of at most those notes' chunks.
+- Chunk vectors are kept in the shared vector cache under the model's id, keyed by the chunk's
+  content hash like every other vector: a chunk is embedded once, whoever asks, and `vaultmem gc`
+  and quarantine drop its vector with the chunk. A chunk not there yet (the first time it is
+  judged) is embedded then (~30 ms per 1,000 characters) and stored; a reader that may not write
+  the cache still uses what it computed.
+- It is an opinion, never a requirement: any failure leaves the search judged without it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..index.markdown import embedding_input
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from ..embed import Embedder
+    from .fusion import Hit
+
+__all__ = ["SecondOpinion", "load_second_opinion"]
+
+log = logging.getLogger(__name__)
+
+
+class SecondOpinion:
+    """A loaded language-agnostic embedder, and the prompt-to-chunk cosines it gives."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    @property
+    def model_id(self) -> str:
+        return self.embedder.model_id
+
+    def cosines(
+        self, conn: psycopg.Connection[Any], query: str, hits: Sequence[Hit]
+    ) -> list[float] | None:
+        """The cosine between `query` and each hit's chunk, in order; None when any is unknown
+        (a hit without its content hash) or the model fails."""
+        from ..store import claims
+
+        if not hits or any(not h.content_hash for h in hits):
+            return None
+        try:
+            q = self.embedder.embed_query(query)
+            known = claims.cached_embeddings(conn, self.model_id, [h.content_hash for h in hits])
+            todo = {
+                h.content_hash: embedding_input(h.heading, h.text)
+                for h in hits
+                if h.content_hash not in known
+            }
+            if todo:
+                vectors = self.embedder.embed_documents(list(todo.values()))
+                known.update(zip(todo, vectors, strict=True))
+                self._store(conn, list(todo), vectors)
+            return [float(np.dot(known[h.content_hash], q)) for h in hits]
+        except Exception as exc:  # noqa: BLE001 - an opinion: the search goes on without it
+            log.warning("second opinion unavailable: %s", type(exc).__name__)
+            return None
+
+    def _store(self, conn: psycopg.Connection[Any], hashes: list[str], vectors: Any) -> None:
+        """Keep the new chunk vectors for the next prompt (a savepoint: a reader whose role
+        may not write the cache loses nothing else of its transaction)."""
+        import psycopg
+
+        from ..store import claims
+
+        try:
+            with conn.transaction():
+                claims.store_vectors(conn, self.model_id, hashes, vectors)
+        except psycopg.Error:
+            pass
+
+
+def load_second_opinion() -> SecondOpinion | None:
+    """The second opinion's model, loaded (~1.3 s); None where it cannot run here (the
+    package is missing). It is no second opinion for a vault whose own model it is: callers
+    leave it out there (`agent.warm.WarmResources.second_opinion`)."""
+    from ..embed.use import UseEmbedder
+
+    try:
+        model = UseEmbedder()
+        model.embed_query("warm up")
+    except Exception as exc:  # noqa: BLE001 - e.g. the package is missing: judged without it
+        log.info("no second opinion: %s", exc)
+        return None
+    return SecondOpinion(model)

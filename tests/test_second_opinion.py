@@ -143,10 +143,36 @@ def test_a_deleted_notes_second_opinion_vector_goes_with_it(
         assert not claims.cached_embeddings(conn, USE, [gone.content_hash])
 
 
+def test_a_fill_embeds_every_chunk_the_cache_lacks_and_stops_when_told(
+    dev_vault: Vault, opinion: SecondOpinion
+) -> None:
+    settings = load_settings(dev_vault.root)
+    counting = CountingOpinion(opinion)
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, dev_vault.root)
+        assert vault is not None
+        missing = claims.missing_vectors(conn, vault.id, USE)
+        assert len(missing) >= len(DEV_VAULT)  # every chunk, once per content
+        assert counting.fill(conn, vault.id, go_on=lambda: False) == 0
+        assert claims.missing_vectors(conn, vault.id, USE) == missing
+        assert counting.fill(conn, vault.id, go_on=lambda: True) == len(missing)
+        assert counting.embedded == len(missing)
+        assert claims.missing_vectors(conn, vault.id, USE) == []
+        # what the fill stored is what a search would have computed
+        [h, *_] = missing
+        (heading, text) = claims.chunk_inputs(conn, vault.id, [h])[h]
+        from vaultmem.index.markdown import embedding_input
+
+        stored = claims.cached_embeddings(conn, USE, [h])[h]
+        fresh = opinion.embedder.embed_documents([embedding_input(heading, text)])[0]
+        assert float(stored @ fresh) == pytest.approx(1.0, abs=1e-4)
+
+
 def test_the_warm_service_loads_it_in_the_background_and_only_where_it_is_calibrated(
-    dev_vault: Vault, monkeypatch: pytest.MonkeyPatch
+    dev_vault: Vault, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     resources = warm.WarmResources()
+    request.addfinalizer(resources.close)
     settings = load_settings(dev_vault.root)
     assert resources.second_opinion_state == "off"
     assert resources.second_opinion(settings) is None  # not loaded yet: this starts the load
@@ -179,16 +205,18 @@ def test_through_the_warm_hook_an_english_question_reaches_the_long_chinese_note
     while warm.status()["second_opinion"] != "ready":
         assert time.monotonic() < deadline, warm.status()
         time.sleep(0.2)
+    # ...and then fills every chunk's vector in the background
+    with db.connect(load_settings(dev_vault.root)) as conn:
+        vault = db.find_vault(conn, dev_vault.root)
+        assert vault is not None
+        while claims.missing_vectors(conn, vault.id, USE):
+            conn.rollback()
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
     elsewhere = tmp_path / "code"
     elsewhere.mkdir()
     out = hook(QUESTION, elsewhere, dict(os.environ), "--no-memory")
     assert _delivered(out, "notes/zh-backup.md") in {"text", "pointer"}
     assert warm.status()["served"] >= 1
-    # the service judged it with the second opinion: the judged chunks' vectors are cached
-    with db.connect(load_settings(dev_vault.root)) as conn:
-        n = conn.execute(
-            "SELECT count(*) AS n FROM embedding_cache WHERE model_id = %s", (USE,)
-        ).fetchone()
-        assert n is not None and n["n"] >= 1
     for prompt in ("add type hints to computeTotal in app.py", "把这个循环改成列表推导式"):
         assert hook(prompt, elsewhere, dict(os.environ), "--no-memory") == ""

@@ -57,6 +57,8 @@ __all__ = ["WarmResources", "endpoint", "serve", "spawn", "start", "status", "st
 PING_AFTER_SECONDS = 10.0
 # Bounds a query on the warm connection: a stuck statement must not block the service.
 STATEMENT_TIMEOUT_MS = 10_000
+# How often the background fill of the second opinion's vectors looks for new chunks.
+FILL_RECHECK_SECONDS = 60.0
 
 
 # --- resources kept loaded -------------------------------------------------------------------
@@ -80,7 +82,10 @@ class WarmResources:
     # Idle connections kept per database; more callers at once open more, closed when returned.
     MAX_IDLE = 2
 
-    def __init__(self) -> None:
+    def __init__(self, *, fill: bool = False) -> None:
+        # Whether this process also fills the second opinion's chunk vectors in the background
+        # (the warm service; an MCP server, one per Claude Code session, does not).
+        self.fill = fill
         self.lock = threading.Lock()
         self._embedder_lock = threading.Lock()  # held while a model loads, apart from `lock`
         self._idle: dict[str, list[tuple[Conn, float]]] = {}
@@ -90,6 +95,8 @@ class WarmResources:
         # (~1.3 s), so no request waits for it; until then searches are judged without it.
         self._opinion: SecondOpinion | None = None
         self._opinion_loading: threading.Thread | None = None
+        self._busy = 0  # connections leased to callers right now (the fill waits for 0)
+        self._stop = threading.Event()
 
     def connection(
         self, settings: Settings, *, start: bool, timeout: int
@@ -115,6 +122,8 @@ class WarmResources:
         watchdog = threading.Timer(STATEMENT_TIMEOUT_MS / 1000, conn.cancel_safe)
         watchdog.daemon = True
         watchdog.start()
+        with self.lock:
+            self._busy += 1
         try:
             yield conn
         except BaseException:
@@ -122,6 +131,8 @@ class WarmResources:
             raise
         finally:
             watchdog.cancel()
+            with self.lock:
+                self._busy -= 1
         if conn.closed or conn.broken:
             return
         if conn.info.transaction_status != TransactionStatus.IDLE:
@@ -216,9 +227,54 @@ class WarmResources:
     def _load_opinion(self) -> None:
         from ..search import load_second_opinion
 
-        self._opinion = load_second_opinion()
+        opinion = load_second_opinion()
+        if opinion is not None and self.fill:
+            threading.Thread(
+                target=self._fill_forever,
+                args=(opinion,),
+                name="vaultmem-second-opinion-fill",
+                daemon=True,
+            ).start()
+        self._opinion = opinion
+
+    def _fill_forever(self, opinion: SecondOpinion) -> None:
+        """Fill the second opinion's chunk vectors of every registered vault this service's
+        settings would search with it, then look again every FILL_RECHECK_SECONDS (new
+        commits); at the lowest CPU priority, waiting while any request holds a connection."""
+        from .. import vaults
+        from ..config import load_settings
+        from ..store import db
+
+        try:  # Linux: a thread's own nice value (the requests keep theirs)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (AttributeError, OSError):
+            pass
+        while not self._stop.is_set():
+            try:
+                user = vaults.load()
+                for entry in user.vaults:
+                    if entry.path is None or self._stop.is_set():
+                        continue  # a shared vault read from the server: filled on demand
+                    settings = load_settings(entry.path, user=user)
+                    if not wants_second_opinion(settings):
+                        continue
+                    with db.connect(settings, start=False, timeout=3) as conn:
+                        vault = db.find_vault(conn, entry.path, installation=settings.installation)
+                        if vault is not None:
+                            opinion.fill(conn, vault.id, go_on=self._fill_may_go_on)
+            except Exception as exc:  # noqa: BLE001 - background work: the next pass retries
+                print(f"second opinion fill: {type(exc).__name__}", file=sys.stderr, flush=True)
+            self._stop.wait(FILL_RECHECK_SECONDS)
+
+    def _fill_may_go_on(self) -> bool:
+        """Between two fill batches: wait while a request is being answered; False once the
+        service closes."""
+        while self._busy and not self._stop.is_set():
+            time.sleep(0.02)
+        return not self._stop.is_set()
 
     def close(self) -> None:
+        self._stop.set()
         with self.lock:
             self._closed = True
             held = [c for idle in self._idle.values() for c, _ in idle]
@@ -280,7 +336,7 @@ class Service:
 
     def __init__(self, ep: Endpoint) -> None:
         self.endpoint = ep
-        self.resources = WarmResources()
+        self.resources = WarmResources(fill=True)
         self.started = time.time()
         self.last_request = time.monotonic()
         self.served = 0

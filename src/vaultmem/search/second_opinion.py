@@ -125,7 +125,10 @@ def load_second_opinion() -> SecondOpinion | None:
     from ..embed.use import UseEmbedder
 
     try:
-        model = UseEmbedder()
+        # One BLAS thread: a prompt is a few dozen tokens, and worker threads left spinning
+        # after each call took a core from PostgreSQL and the next hook (the warm hook's p50
+        # was ~12 % slower with two).
+        model = UseEmbedder(threads=1)
         model.embed_query("warm up")
     except Exception as exc:  # noqa: BLE001 - e.g. the package is missing: judged without it
         log.info("no second opinion: %s", exc)

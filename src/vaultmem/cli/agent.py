@@ -118,6 +118,8 @@ def log_cmd(last: int, as_json: bool) -> None:
         # or an escape sequence prints as `\n` / `\x1b`, never as a line of its own).
         prompt = f" {display_path(repr(e.prompt))}" if e.prompt is not None else ""
         paths = ", ".join(display_path(p) for p in e.paths)
+        if e.second_opinion:
+            paths += "  (second opinion)"
         click.echo(
             f"{display_path(e.time)}  {display_path(e.source):<16} {display_path(e.vault or '-')}  "
             f"prompt {display_path(e.prompt_sha256 or '-')}{prompt}  {e.chars} chars  {paths}"

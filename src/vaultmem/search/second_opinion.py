@@ -24,6 +24,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -67,12 +68,22 @@ class SecondOpinion:
         vector is not in the cache yet (`missing` is set: the background fill embeds it, and
         a prompt never waits ~15-50 ms a chunk for it), a hit has no content hash, or the
         model fails."""
+        import psycopg
+
         from ..store import claims
 
         if not hits or any(not h.content_hash for h in hits):
             return None
         try:
             known = claims.cached_embeddings(conn, self.model_id, [h.content_hash for h in hits])
+        except psycopg.Error as exc:
+            # The reader's transaction has only read so far: end it, so the rest of its
+            # search (the freshness check) runs on a clean connection.
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
+            log.warning("second opinion unavailable: %s", type(exc).__name__)
+            return None
+        try:
             if any(h.content_hash not in known for h in hits):
                 self.missing.set()
                 return None

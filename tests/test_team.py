@@ -427,6 +427,26 @@ def test_two_machines_and_a_shared_vault_through_the_pooler(
             tools.get("journal/alice.md")  # alice's own private note is not in the shared vault
     finally:
         resources.close()
+    # A member fills the second opinion's vectors of the shared vault's chunks (the warm
+    # service's background fill, under row-level security), and of her own vault; another
+    # member never reads the vector of her private note.
+    from vaultmem.search import load_second_opinion
+    from vaultmem.store import claims
+
+    opinion = load_second_opinion()
+    assert opinion is not None
+    with db.connect_url(a.env["VAULTMEM_DATABASE_URL"]) as conn:
+        for vault in (db.find_shared_vault(conn, "team"), db.find_vault(conn, ca)):
+            assert vault is not None
+            assert opinion.fill(conn, vault.id, go_on=lambda: True) > 0
+            assert claims.missing_vectors(conn, vault.id, opinion.model_id) == []
+        private = conn.execute(
+            "SELECT content_hash FROM memory_primary WHERE path = 'journal/alice.md'"
+        ).fetchone()
+        assert private is not None
+        assert claims.cached_embeddings(conn, opinion.model_id, [private["content_hash"]])
+    with db.connect_url(b.env["VAULTMEM_DATABASE_URL"]) as conn:
+        assert claims.cached_embeddings(conn, opinion.model_id, [private["content_hash"]]) == {}
     # A revoke takes effect at the next query.
     server.run("revoke", "team", "bob")
     assert b.hook("how do I roll back the deployment?") == ""

@@ -254,13 +254,23 @@ class WarmResources:
             try:
                 user = vaults.load()
                 for entry in user.vaults:
-                    if entry.path is None or self._stop.is_set():
-                        continue  # a shared vault read from the server: filled on demand
-                    settings = load_settings(entry.path, user=user)
+                    if self._stop.is_set():
+                        break
+                    settings = load_settings(entry.path, user=user, entry=entry)
                     if not wants_second_opinion(settings):
                         continue
                     with db.connect(settings, start=False, timeout=3) as conn:
-                        vault = db.find_vault(conn, entry.path, installation=settings.installation)
+                        # As a reader finds it (context.build_context): a shared vault by its
+                        # name on the server (any member may fill the vectors of chunks it
+                        # reads), else this installation's vault at the path.
+                        if entry.shared is not None:
+                            vault = db.find_shared_vault(conn, entry.shared)
+                        elif entry.path is not None:
+                            vault = db.find_vault(
+                                conn, entry.path, installation=settings.installation
+                            )
+                        else:
+                            vault = None
                         if vault is not None:
                             opinion.fill(conn, vault.id, go_on=self._fill_may_go_on)
             except Exception as exc:  # noqa: BLE001 - background work: the next pass retries

@@ -318,6 +318,21 @@ DO $$ BEGIN
                                '((embedding::vector(%%s)) vector_cosine_ops) WHERE model_id = %%L',
                                index_name, dimension, model);
             END $body$ $f$, current_schema());
+    -- The same for a model's vectors in the shared cache (the second opinion's candidate
+    -- list searches them there: search/second_opinion.py).
+    EXECUTE format($f$
+        CREATE OR REPLACE FUNCTION vaultmem_ensure_cache_index(index_name text, model text,
+                                                               dimension integer)
+            RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+            SET search_path = %I, pg_temp AS $body$
+            BEGIN
+                IF index_name !~ '^embedding_cache_hnsw_[0-9a-f]{12}$' OR dimension < 1 THEN
+                    RAISE EXCEPTION 'not a vaultmem cache index: %%', index_name;
+                END IF;
+                EXECUTE format('CREATE INDEX IF NOT EXISTS %%I ON embedding_cache USING hnsw '
+                               '((embedding::vector(%%s)) vector_cosine_ops) WHERE model_id = %%L',
+                               index_name, dimension, model);
+            END $body$ $f$, current_schema());
 END $$;
 
 -- May the current role write rows owned by `owner`? It is the owner, or a member of it.

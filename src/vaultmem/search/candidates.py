@@ -76,6 +76,44 @@ def _vector_cte(model_id: str, dim: int, filters: sql.Composable) -> sql.Composa
     ).format(vec=vec, qv=qv, model=sql.Literal(model_id), filters=filters)
 
 
+def _agnostic_cte(model_id: str, dim: int, filters: sql.Composable) -> sql.Composable:
+    # The second opinion's list (`second_opinion`). Its vectors live in the shared cache by
+    # content hash, with an HNSW index of their own (`db.ensure_cache_index`); the scan keeps
+    # only contents this vault holds (iterative_scan continues past the others), then each
+    # content becomes the vault's chunks that hold it.
+    vec = sql.SQL("c.embedding::vector({dim})").format(dim=sql.Literal(dim))
+    av = sql.SQL("%(avec)s::vector({dim})").format(dim=sql.Literal(dim))
+    return sql.SQL(
+        """
+        agn_hashes AS MATERIALIZED (
+            SELECT c.content_hash, {vec} <=> {av} AS distance
+            FROM embedding_cache c
+            WHERE c.model_id = {model}
+              AND EXISTS (SELECT 1 FROM memory_primary p
+                          WHERE p.vault_id = %(vault)s AND p.content_hash = c.content_hash{filters})
+            ORDER BY {vec} <=> {av}
+            LIMIT %(n)s
+        ),
+        agn_ranked AS (
+            SELECT p.path, p.chunk_index, h.distance,
+                   row_number() OVER (ORDER BY h.distance, p.path, p.chunk_index) AS urank
+            FROM agn_hashes h
+            JOIN memory_primary p ON p.vault_id = %(vault)s AND p.content_hash = h.content_hash
+            WHERE true{filters}
+        )"""
+    ).format(vec=vec, av=av, model=sql.Literal(model_id), filters=filters)
+
+
+_NO_AGNOSTIC = sql.SQL(
+    """
+        agn_ranked AS (
+            SELECT NULL::text AS path, NULL::integer AS chunk_index,
+                   NULL::float8 AS distance, NULL::bigint AS urank
+            WHERE false
+        )"""
+)
+
+
 _NO_VECTOR = sql.SQL(
     """
         vec_ranked AS (
@@ -202,6 +240,7 @@ _SELECT = sql.SQL(
                      ORDER BY t.i) AS term_df
     )
     SELECT c.path, c.chunk_index, c.vrank, 1 - c.distance AS vscore, c.lrank, c.lscore,
+           c.urank, {ucos} AS ucos,
            p.heading, p.content, p.content_hash, n.title, n.commit_sha, n.tags,
            (p.embedding IS NOT NULL AND p.model_id = {model}) AS has_vector,
            ARRAY(SELECT DISTINCT t.term
@@ -209,14 +248,21 @@ _SELECT = sql.SQL(
                  WHERE p.lexemes @@ t.tq) AS matched,
            e.n_chunks, e.term_df
     FROM (
-        SELECT path, chunk_index, v.vrank, v.distance, l.lrank, l.lscore
+        SELECT path, chunk_index, v.vrank, v.distance, l.lrank, l.lscore, a.urank
         FROM vec_ranked v FULL OUTER JOIN lex_ranked l USING (path, chunk_index)
+                          FULL OUTER JOIN agn_ranked a USING (path, chunk_index)
     ) c
     JOIN memory_primary p
       ON p.vault_id = %(vault)s AND p.path = c.path AND p.chunk_index = c.chunk_index
-    JOIN memory_notes n ON n.vault_id = %(vault)s AND n.path = c.path
+    JOIN memory_notes n ON n.vault_id = %(vault)s AND n.path = c.path{ujoin}
     CROSS JOIN evidence e
     """
+)
+# With the second opinion: every candidate's cosine by it (NULL for a chunk not filled yet).
+_UCOS = "1 - (uc.embedding::vector({dim}) <=> %(avec)s::vector({dim}))"
+_UJOIN = (
+    "\n    LEFT JOIN embedding_cache uc"
+    " ON uc.model_id = {model} AND uc.content_hash = p.content_hash"
 )
 
 
@@ -260,6 +306,7 @@ def candidate_query(
     tag: str | None = None,
     evidence_terms: Sequence[str] = (),
     lexical: Sequence[dict[str, Any]] | None = None,
+    agnostic: AgnosticQuery | None = None,
 ) -> tuple[sql.Composed, dict[str, Any]]:
     """The one statement that fetches both candidate lists with text and metadata.
 
@@ -273,7 +320,15 @@ def candidate_query(
     else:
         lex_cte = _lexical_cte(filters) if terms else _NO_LEXICAL
     ctes = [_vector_cte(model_id, dim, filters) if qvec is not None else _NO_VECTOR, lex_cte]
-    select = _SELECT.format(model=sql.Literal(model_id))
+    if agnostic is not None:
+        adim = sql.Literal(len(agnostic.vector))
+        ctes.append(_agnostic_cte(agnostic.model_id, len(agnostic.vector), filters))
+        ucos: sql.Composable = sql.SQL(_UCOS).format(dim=adim)
+        ujoin: sql.Composable = sql.SQL(_UJOIN).format(model=sql.Literal(agnostic.model_id))
+    else:
+        ctes.append(_NO_AGNOSTIC)
+        ucos, ujoin = sql.SQL("NULL::float8"), sql.SQL("")
+    select = _SELECT.format(model=sql.Literal(model_id), ucos=ucos, ujoin=ujoin)
     query = sql.SQL("WITH") + sql.SQL(",").join(ctes) + select
     # `matched` tests each evidence term as a one-lexeme tsquery (a cast, so no text parser
     # splits it), a binary search in the row's sorted tsvector, where intersecting all its
@@ -286,6 +341,8 @@ def candidate_query(
     }
     if qvec is not None:
         params["qvec"] = np.asarray(qvec, dtype=np.float32)
+    if agnostic is not None:
+        params["avec"] = np.asarray(agnostic.vector, dtype=np.float32)
     if lexical is not None:
         params["lpath"] = [r["path"] for r in lexical]
         params["lchunk"] = [r["chunk_index"] for r in lexical]
@@ -353,6 +410,16 @@ def _candidates(
 
 
 @dataclass(frozen=True)
+class AgnosticQuery:
+    """The second opinion's view of a query (`second_opinion`): its model and query vector.
+    The candidate statement then adds that model's list (over the vectors the shared cache
+    holds of the vault's chunks) and every candidate's cosine by it (`ucos`)."""
+
+    model_id: str
+    vector: Any  # numpy vector, unit length
+
+
+@dataclass(frozen=True)
 class Candidates:
     """Everything one query's SQL round trip returned, before fusion and the gate."""
 
@@ -362,6 +429,7 @@ class Candidates:
     use_vector: bool
     use_lexical: bool
     generic_similarity: float | None = None  # cosine to the closest generic coding request
+    use_agnostic: bool = False  # the second opinion's list is among the rows (`urank`)
 
 
 def fetch_candidates(
@@ -376,8 +444,12 @@ def fetch_candidates(
     mode: Mode = Mode.HYBRID,
     candidates: int | None = None,
     fusion: Fusion | None = None,
+    agnostic: AgnosticQuery | None = None,
 ) -> Candidates:
     """Embed the query (if the vault has vectors from this embedder) and run the one statement.
+
+    `agnostic` (the second opinion's query vector) adds its candidate list and cosines to a
+    search that has vectors (hybrid or vector mode).
 
     With a query vector and a profile (`fusion`, else the embedder's) that has a
     `generic_margin`, the query's similarity to generic coding work comes along."""
@@ -421,10 +493,19 @@ def fetch_candidates(
         tag=tag,
         evidence_terms=all_terms,
         lexical=lexical,
+        agnostic=agnostic if qvec is not None else None,
     )
     rows = _candidates(conn, statement, params, vector=qvec is not None, n=n)
     similar = None
     if qvec is not None and embedder is not None:
         if fusion_or_default(fusion, embedder).generic_margin is not None:
             similar = generic.similarity(embedder, qvec)
-    return Candidates(query, all_terms, rows, qvec is not None, bool(terms), similar)
+    return Candidates(
+        query,
+        all_terms,
+        rows,
+        qvec is not None,
+        bool(terms),
+        similar,
+        use_agnostic=qvec is not None and agnostic is not None,
+    )

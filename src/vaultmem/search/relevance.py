@@ -23,12 +23,12 @@ Design decisions:
   leave-one-corpus-out); they live in the model's `fusion.Fusion` profile (`Calibration`).
 - A second, language-agnostic opinion where a long-lived process can afford it: the warm
   service and the MCP server also ask Universal Sentence Encoder multilingual
-  (`second_opinion`) how close the prompt is to each judged note (`agnostic`, and `agnostic_lift`
-  over the judged notes' median). multilingual-e5-small puts unrelated English prompts closer
-  to a Chinese vault than its real questions; USE, trained to align translations, tells them
-  apart better. Those searches are weighed by the profile's `second_calibration`, fitted with
-  the two signals; a cold process (the hook without its service, `vaultmem query`) keeps the
-  e5-only `calibration` (loading USE costs ~1.3 s).
+  (`second_opinion`), which adds its own candidate list and every candidate's cosine by it
+  (`agnostic`, and `agnostic_lift` over the judged notes' median). multilingual-e5-small puts
+  unrelated English prompts closer to a Chinese vault than its real questions; USE, trained to
+  align translations, tells them apart better. Those searches are weighed by the profile's
+  `second_calibration`, fitted with the two signals; a cold process (the hook without its
+  service, `vaultmem query`) keeps the e5-only `calibration` (loading USE costs ~1.3 s).
 - VAULTMEM_GATE moves every band (the prompt's, a note's pointer and text bands) by the same
   number of nats.
 """

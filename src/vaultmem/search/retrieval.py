@@ -43,6 +43,7 @@ def fuse_candidates(c: Candidates, fusion: Fusion) -> list[Hit]:
         use_vector=c.use_vector,
         use_lexical=c.use_lexical,
         generic_similarity=c.generic_similarity,
+        use_agnostic=c.use_agnostic,
     )
 
 
@@ -61,28 +62,22 @@ def query_stats(c: Candidates) -> QueryStats:
 
 
 def with_second_opinion(
-    conn: psycopg.Connection[Any],
-    query: str,
-    hits: list[Hit],
-    stats: QueryStats,
-    fusion: Fusion,
-    opinion: SecondOpinion | None,
-    *,
-    k: int,
+    hits: list[Hit], stats: QueryStats, opinion: SecondOpinion | None, *, k: int
 ) -> tuple[list[Hit], QueryStats]:
-    """The hits the gate judges (the first max(k, PROMPT_WINDOW)) with the second opinion's
-    cosine each (`Hit.agnostic`), and the query's stats with their median; unchanged where
-    there is no opinion to ask: none loaded, a profile without its calibration, a lexical
-    search (no vector candidate: judged by the lexical calibration), or the opinion failed."""
-    if opinion is None or fusion.second_calibration is None or not stats.cosines or not hits:
+    """For a search that asked the second opinion: the query's stats with the median of its
+    cosines over the judged window (the first max(k, PROMPT_WINDOW) hits), which makes the
+    gate weigh it. Where a judged chunk has no such cosine yet (not filled: a note just
+    committed) the search is judged without it: its hits lose their cosines, and the
+    opinion's background fill is woken."""
+    window = hits[: max(k, PROMPT_WINDOW)]
+    if not window:
         return hits, stats
-    window = max(k, PROMPT_WINDOW)
-    cosines = opinion.cosines(conn, query, hits[:window])
-    if cosines is None:
-        return hits, stats
-    judged = [dataclasses.replace(h, agnostic=c) for h, c in zip(hits, cosines, strict=False)]
-    median = statistics.median(cosines[:PROMPT_WINDOW])
-    return judged + hits[window:], dataclasses.replace(stats, agnostic_median=median)
+    if any(h.agnostic is None for h in window):
+        if opinion is not None:
+            opinion.missing.set()
+        return [dataclasses.replace(h, agnostic=None) for h in hits], stats
+    median = statistics.median(h.agnostic for h in window[:PROMPT_WINDOW] if h.agnostic is not None)
+    return hits, dataclasses.replace(stats, agnostic_median=median)
 
 
 def delivered(verdicts: list[Verdict]) -> list[Hit]:
@@ -117,6 +112,13 @@ def judge(
     if prompt.content_free:
         return []
     fusion = fusion_or_default(fusion, embedder)
+    # The second opinion, where the profile is calibrated with it: its own candidate list and
+    # every candidate's cosine by it come with the candidate statement.
+    asked = (
+        second_opinion.query(prompt.text)
+        if second_opinion is not None and fusion.second_calibration is not None
+        else None
+    )
     c = fetch_candidates(
         conn,
         vault_id,
@@ -128,10 +130,11 @@ def judge(
         mode=mode,
         candidates=candidates,
         fusion=fusion,
+        agnostic=asked,
     )
-    hits, stats = with_second_opinion(
-        conn, prompt.text, fuse_candidates(c, fusion), query_stats(c), fusion, second_opinion, k=k
-    )
+    hits, stats = fuse_candidates(c, fusion), query_stats(c)
+    if c.use_agnostic:
+        hits, stats = with_second_opinion(hits, stats, second_opinion, k=k)
     return gate(
         hits,
         fusion=fusion,

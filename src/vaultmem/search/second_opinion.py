@@ -1,18 +1,24 @@
-"""The second opinion: how close a language-agnostic model finds the prompt to each judged note.
+"""The second opinion: a language-agnostic model's view of the prompt, as a candidate list of
+its own and as the gate's evidence.
 
-multilingual-e5-small ranks well, but its cosines say little across scripts: unrelated English
-prompts sit closer to a Chinese vault than its real English questions do (issue 27). Universal
-Sentence Encoder multilingual v3 was trained to align translations, and it tells the two apart
-better; the gate reads its cosine (`Hit.agnostic`) as two more signals
-(`relevance.Signals.agnostic`, `agnostic_lift`) under the profile's `second_calibration`.
+multilingual-e5-small ranks well within a language, but across scripts its cosines say little:
+unrelated English prompts sit closer to a Chinese vault than its real English questions do, and
+on long English conversations it puts the answer to a Chinese question in the first five for
+one question in five (issue 27, `bench/use_ranking.py`). Universal Sentence Encoder
+multilingual v3 was trained to align translations. The candidate statement adds its list (the
+vault's chunks by its cosine, `candidates.AgnosticQuery`), fusion weighs that list
+(`Fusion.agnostic_weight`), and the gate reads every candidate's cosine (`Hit.agnostic`) as
+two more signals (`relevance.Signals.agnostic`, `agnostic_lift`) under the profile's
+`second_calibration`. The weight and the calibration are chosen leave-one-corpus-out by
+`bench/relevance.py`.
 
 Design decisions:
 - Only where a process lives long: the warm service and the MCP server load the model once
   (~1.3 s, in the background: until it is ready their searches are judged without it). A
   one-shot process (the cold hook, `vaultmem query`) never pays for it and keeps the e5-only
   calibration.
-- Only the judged window (`relevance.PROMPT_WINDOW`, or k if larger): one query embedding (a few
-  ms) and the vectors of at most those notes' chunks.
+- One query embedding (~1 ms); the chunks' vectors are compared in the database (an exact scan
+  of the vault's chunks: a few milliseconds per thousand).
 - Chunk vectors are kept in the shared vector cache under the model's id, keyed by the chunk's
   content hash like every other vector: a chunk is embedded once, whoever asks, and `vaultmem gc`
   and quarantine drop its vector with the chunk. The warm service fills them in the background
@@ -24,13 +30,10 @@ Design decisions:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from ..index.markdown import embedding_input
 
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from ..embed import Embedder
-    from .fusion import Hit
+    from .candidates import AgnosticQuery
 
 __all__ = ["SecondOpinion", "load_second_opinion"]
 
@@ -61,34 +64,13 @@ class SecondOpinion:
     def model_id(self) -> str:
         return self.embedder.model_id
 
-    def cosines(
-        self, conn: psycopg.Connection[Any], query: str, hits: Sequence[Hit]
-    ) -> list[float] | None:
-        """The cosine between `query` and each hit's chunk, in order; None when a chunk's
-        vector is not in the cache yet (`missing` is set: the background fill embeds it, and
-        a prompt never waits ~15-50 ms a chunk for it), a hit has no content hash, or the
-        model fails."""
-        import psycopg
+    def query(self, text: str) -> AgnosticQuery | None:
+        """The prompt as the candidate statement asks the second opinion about it
+        (`candidates.AgnosticQuery`); None when the model fails (judged without it)."""
+        from .candidates import AgnosticQuery
 
-        from ..store import claims
-
-        if not hits or any(not h.content_hash for h in hits):
-            return None
         try:
-            known = claims.cached_embeddings(conn, self.model_id, [h.content_hash for h in hits])
-        except psycopg.Error as exc:
-            # The reader's transaction has only read so far: end it, so the rest of its
-            # search (the freshness check) runs on a clean connection.
-            with contextlib.suppress(psycopg.Error):
-                conn.rollback()
-            log.warning("second opinion unavailable: %s", type(exc).__name__)
-            return None
-        try:
-            if any(h.content_hash not in known for h in hits):
-                self.missing.set()
-                return None
-            q = self.embedder.embed_query(query)
-            return [float(np.dot(known[h.content_hash], q)) for h in hits]
+            return AgnosticQuery(self.model_id, self.embedder.embed_query(text))
         except Exception as exc:  # noqa: BLE001 - an opinion: the search goes on without it
             log.warning("second opinion unavailable: %s", type(exc).__name__)
             return None
@@ -99,8 +81,9 @@ class SecondOpinion:
         """Embed the vault's chunks the cache has no vector of yet, FILL_BATCH at a time, each
         batch committed; `go_on()` runs before each batch (it may wait) and stops the fill by
         returning False. Returns the chunks embedded."""
-        from ..store import claims
+        from ..store import claims, db
 
+        db.ensure_cache_index(conn, self.model_id, self.embedder.dimension)
         hashes = claims.missing_vectors(conn, vault_id, self.model_id)
         conn.commit()
         done = 0

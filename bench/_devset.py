@@ -262,15 +262,21 @@ def dump_warm(
     return out
 
 
-def load_or_dump_warm(
-    corpus: DevCorpus, embedder: Any, settings: Any, root: Path, opinion: Any
-) -> dict[float, list[Searched]]:
-    """`dump_warm`, cached under VAULTMEM_BENCH_DIR like `load_or_dump`."""
+def _cached(
+    corpus: DevCorpus,
+    embedder: Any,
+    settings: Any,
+    root: Path,
+    suffix: str,
+    sig: Any,
+    make: Any,
+) -> Any:
+    """`make(conn, vault_id)` for this corpus, cached under VAULTMEM_BENCH_DIR: a saved dump is
+    used while its version, prompts (`sig`) and note count are those of today."""
     from vaultmem.store import db
 
-    key = f"dump-{corpus.name}-{embedder.model_id.replace(':', '_')}-warm.pkl"
+    key = f"dump-{corpus.name}-{embedder.model_id.replace(':', '_')}{suffix}.pkl"
     path = bench_dir() / key
-    sig = (sorted((p.text, p.group) for p in corpus.prompts), AGNOSTIC_WEIGHTS)
     if path.is_file():
         saved = pickle.loads(path.read_bytes())
         if (saved.get("version"), saved["sig"], saved["files"]) == (
@@ -282,34 +288,39 @@ def load_or_dump_warm(
     with db.connect(settings) as conn:
         vault = db.find_vault(conn, root)
         assert vault is not None
-        rows = dump_warm(corpus, conn, vault.id, embedder, opinion)
+        rows = make(conn, vault.id)
     saved = {"version": DUMP_VERSION, "sig": sig, "files": len(corpus.files), "rows": rows}
     path.write_bytes(pickle.dumps(saved))
     return rows
+
+
+def load_or_dump_warm(
+    corpus: DevCorpus, embedder: Any, settings: Any, root: Path, opinion: Any
+) -> dict[float, list[Searched]]:
+    """`dump_warm`, cached under VAULTMEM_BENCH_DIR like `load_or_dump`."""
+    sig = (sorted((p.text, p.group) for p in corpus.prompts), AGNOSTIC_WEIGHTS)
+    return _cached(
+        corpus,
+        embedder,
+        settings,
+        root,
+        "-warm",
+        sig,
+        lambda conn, vault_id: dump_warm(corpus, conn, vault_id, embedder, opinion),
+    )
 
 
 def load_or_dump(
     corpus: DevCorpus, embedder: Any, settings: Any, root: Path, mode: str = "hybrid"
 ) -> list[Searched]:
     """Every prompt of `corpus` searched once in `mode` (cached under VAULTMEM_BENCH_DIR)."""
-    from vaultmem.store import db
-
-    suffix = "" if mode == "hybrid" else f"-{mode}"
-    key = f"dump-{corpus.name}-{embedder.model_id.replace(':', '_')}{suffix}.pkl"
-    path = bench_dir() / key
     sig = sorted((p.text, p.group) for p in corpus.prompts)
-    if path.is_file():
-        saved = pickle.loads(path.read_bytes())
-        if (saved.get("version"), saved["sig"], saved["files"]) == (
-            DUMP_VERSION,
-            sig,
-            len(corpus.files),
-        ):
-            return saved["rows"]
-    with db.connect(settings) as conn:
-        vault = db.find_vault(conn, root)
-        assert vault is not None
-        rows = dump(corpus, conn, vault.id, embedder, mode)
-    saved = {"version": DUMP_VERSION, "sig": sig, "files": len(corpus.files), "rows": rows}
-    path.write_bytes(pickle.dumps(saved))
-    return rows
+    return _cached(
+        corpus,
+        embedder,
+        settings,
+        root,
+        "" if mode == "hybrid" else f"-{mode}",
+        sig,
+        lambda conn, vault_id: dump(corpus, conn, vault_id, embedder, mode),
+    )

@@ -322,7 +322,11 @@ def candidate_query(
     ctes = [_vector_cte(model_id, dim, filters) if qvec is not None else _NO_VECTOR, lex_cte]
     if agnostic is not None:
         adim = sql.Literal(len(agnostic.vector))
-        ctes.append(_agnostic_cte(agnostic.model_id, len(agnostic.vector), filters))
+        ctes.append(
+            _agnostic_cte(agnostic.model_id, len(agnostic.vector), filters)
+            if agnostic.candidates
+            else _NO_AGNOSTIC
+        )
         ucos: sql.Composable = sql.SQL(_UCOS).format(dim=adim)
         ujoin: sql.Composable = sql.SQL(_UJOIN).format(model=sql.Literal(agnostic.model_id))
     else:
@@ -417,6 +421,9 @@ class AgnosticQuery:
 
     model_id: str
     vector: Any  # numpy vector, unit length
+    # Whether its own candidate list is fetched (a profile that weighs it); without, only each
+    # candidate's cosine by it comes along (one cache lookup per candidate).
+    candidates: bool = True
 
 
 @dataclass(frozen=True)

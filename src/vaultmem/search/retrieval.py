@@ -115,7 +115,7 @@ def judge(
     # The second opinion, where the profile is calibrated with it: its own candidate list and
     # every candidate's cosine by it come with the candidate statement.
     asked = (
-        second_opinion.query(prompt.text)
+        second_opinion.query(prompt.text, candidates=fusion.agnostic_weight > 0)
         if second_opinion is not None and fusion.second_calibration is not None
         else None
     )

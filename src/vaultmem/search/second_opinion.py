@@ -64,13 +64,14 @@ class SecondOpinion:
     def model_id(self) -> str:
         return self.embedder.model_id
 
-    def query(self, text: str) -> AgnosticQuery | None:
+    def query(self, text: str, *, candidates: bool = True) -> AgnosticQuery | None:
         """The prompt as the candidate statement asks the second opinion about it
-        (`candidates.AgnosticQuery`); None when the model fails (judged without it)."""
+        (`candidates.AgnosticQuery`; `candidates`: its own list too, not only each candidate's
+        cosine); None when the model fails (judged without it)."""
         from .candidates import AgnosticQuery
 
         try:
-            return AgnosticQuery(self.model_id, self.embedder.embed_query(text))
+            return AgnosticQuery(self.model_id, self.embedder.embed_query(text), candidates)
         except Exception as exc:  # noqa: BLE001 - an opinion: the search goes on without it
             log.warning("second opinion unavailable: %s", type(exc).__name__)
             return None

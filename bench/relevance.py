@@ -242,6 +242,8 @@ def check_live(
     with db.connect(settings) as conn:
         vault = db.find_vault(conn, root)
         assert vault is not None
+        if opinion is not None:  # as the ingester leaves a vault (a no-op once filled)
+            opinion.fill(conn, vault.id, go_on=lambda: True)
         for i, (p, r) in enumerate(zip(corpus.prompts, rows, strict=True)):
             if i % CHECK_EVERY:
                 continue
@@ -455,7 +457,11 @@ def main() -> int:
         )
     levels = sorted({0.0, *(float(v) for v in args.levels.split(",") if v)})
     tradeoff(
-        {n: rows_by[n] for n in wanted}, cals, base, levels, title=" (cold: no second opinion)"
+        {n: rows_by[n] for n in wanted},
+        cals,
+        base,
+        levels,
+        title=" (cold: the one-shot hook, no second opinion)",
     )
     if second_by:
         weights, second_cals = warm_held_out(second_by, wanted, base, args.fit)
@@ -474,8 +480,8 @@ def main() -> int:
             )
         summary(
             warm_results,
-            "Warm with the second opinion's list at the weight chosen leave-one-corpus-out "
-            "(not shipped: see fusion.py), calibration chosen likewise",
+            "With the second opinion, its list at the weight chosen leave-one-corpus-out, "
+            "calibration chosen likewise",
         )
         # What ships: the list's weight the profile sets, each corpus judged with a
         # calibration fitted at it without that corpus.
@@ -492,7 +498,8 @@ def main() -> int:
         }
         summary(
             shipped_results,
-            f"Warm as shipped (the second opinion's list at weight {w:g}), leave-one-corpus-out",
+            f"With the second opinion as shipped (warm service, MCP, `vaultmem context` and "
+            f"`query`: its list at weight {w:g}), leave-one-corpus-out",
         )
         tradeoff(
             {n: second_by[w][n] for n in wanted},
@@ -500,7 +507,7 @@ def main() -> int:
             base,
             levels,
             "second_calibration",
-            f" (warm as shipped: list weight {w:g})",
+            f" (with the second opinion as shipped: list weight {w:g})",
         )
     return 0
 

@@ -66,7 +66,11 @@ def opinion() -> SecondOpinion:
 
 @pytest.fixture
 def dev_vault(vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Vault:
-    return _indexed(vault, DEV_VAULT, monkeypatch)
+    # Indexed without the ingester's fill, so each test fills (or not) itself.
+    monkeypatch.setenv("VAULTMEM_SECOND_OPINION", "0")
+    _indexed(vault, DEV_VAULT, monkeypatch)
+    monkeypatch.delenv("VAULTMEM_SECOND_OPINION")
+    return vault
 
 
 def test_the_signals_read_the_second_opinion_against_the_judged_hits() -> None:
@@ -88,8 +92,13 @@ def test_a_search_with_the_second_opinion_is_judged_by_its_own_calibration() -> 
     # a lexical search has no cosines at all: the lexical calibration, opinion or not
     lexical = dataclasses.replace(asked, cosines=())
     assert calibration_for(fusion, lexical) is fusion.lexical_calibration
-    # the tests' hash profile never asks for one
+    # the tests' hash profile never asks for one; the providers whose vaults get the second
+    # opinion's vectors are exactly those whose profile is calibrated with it
     assert FUSION_PROFILES["hash"].second_calibration is None
+    from vaultmem.embed.use import SECOND_OPINION_FOR
+
+    calibrated = {p for p, f in FUSION_PROFILES.items() if f.second_calibration is not None}
+    assert calibrated == SECOND_OPINION_FOR
     assert calibration_for(FUSION_PROFILES["hash"], asked) is FUSION_PROFILES["hash"].calibration
 
 
@@ -214,7 +223,7 @@ def test_a_deleted_notes_second_opinion_vector_goes_with_it(
         assert not claims.cached_embeddings(conn, USE, [gone.content_hash])
 
 
-def test_a_fill_embeds_every_chunk_the_cache_lacks_and_stops_when_told(
+def test_a_fill_embeds_every_chunk_once_and_stops_when_told(
     dev_vault: Vault, opinion: SecondOpinion
 ) -> None:
     settings = load_settings(dev_vault.root)
@@ -222,26 +231,66 @@ def test_a_fill_embeds_every_chunk_the_cache_lacks_and_stops_when_told(
     with db.connect(settings) as conn:
         vault = db.find_vault(conn, dev_vault.root)
         assert vault is not None
-        missing = claims.missing_vectors(conn, vault.id, USE)
+        missing = claims.missing_agnostic(conn, vault.id, USE)
         assert len(missing) >= len(DEV_VAULT)  # every chunk, once per content
         assert counting.fill(conn, vault.id, go_on=lambda: False) == 0
-        assert claims.missing_vectors(conn, vault.id, USE) == missing
-        assert counting.fill(conn, vault.id, go_on=lambda: True) == len(missing)
+        assert claims.missing_agnostic(conn, vault.id, USE) == missing
+        assert counting.fill(conn, vault.id, go_on=lambda: True) >= len(missing)
         assert counting.embedded == len(missing)
-        assert claims.missing_vectors(conn, vault.id, USE) == []
+        assert claims.missing_agnostic(conn, vault.id, USE) == []
         # the candidate list searches them through an HNSW index of their own
         index = conn.execute(
-            "SELECT to_regclass(%s) IS NOT NULL AS e", (db.cache_index_name(USE),)
+            "SELECT to_regclass(%s) IS NOT NULL AS e", (db.agnostic_index_name(USE),)
         ).fetchone()
         assert index is not None and index["e"]
-        # what the fill stored is what a search would have computed
+        # what the fill stored on the row is what a search would have computed
         [h, *_] = missing
         (heading, text) = claims.chunk_inputs(conn, vault.id, [h])[h]
         from vaultmem.index.markdown import embedding_input
 
-        stored = claims.cached_embeddings(conn, USE, [h])[h]
+        row = conn.execute(
+            "SELECT agnostic, agnostic_model_id FROM memory_primary"
+            " WHERE vault_id = %s AND content_hash = %s LIMIT 1",
+            (vault.id, h),
+        ).fetchone()
+        assert row["agnostic_model_id"] == USE
         fresh = opinion.embedder.embed_documents([embedding_input(heading, text)])[0]
-        assert float(stored @ fresh) == pytest.approx(1.0, abs=1e-4)
+        assert float(claims._array(row["agnostic"]) @ fresh) == pytest.approx(1.0, abs=1e-4)
+        # a chunk written again (a rename, an unchanged chunk of an edited note) gets its
+        # vector back from the shared cache: nothing is embedded twice
+        conn.execute("UPDATE memory_primary SET agnostic = NULL WHERE vault_id = %s", (vault.id,))
+        conn.commit()
+        assert counting.fill(conn, vault.id, go_on=lambda: True) >= len(missing)
+        assert counting.embedded == len(missing)
+        assert claims.missing_agnostic(conn, vault.id, USE) == []
+
+
+def test_the_ingester_fills_them_after_the_vectors_and_context_weighs_them(
+    vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from indexing import index
+
+    _indexed(vault, DEV_VAULT, monkeypatch)
+    settings = load_settings(vault.root)
+    with db.connect(settings) as conn:
+        v = db.find_vault(conn, vault.root)
+        assert v is not None
+        assert claims.missing_agnostic(conn, v.id, USE) == []
+    # a new note's chunks get theirs on the commit's run
+    vault.write("notes/zh-restore.md", "# 恢复演练\n\n每个季度把备份恢复到一台空白服务器上。\n")
+    vault.commit("restore drill")
+    result = index(vault.root, embed=True)
+    assert result.second_opinion >= 1
+    # `vaultmem context` (a one-shot command, not the hook) judges with the second opinion
+    r = CliRunner().invoke(cli, ["context", "--no-memory", "--record-as", "wrapper", QUESTION])
+    assert r.exit_code == 0, r.output
+    assert "zh-backup.md" in r.stdout
+    [entry] = injections.read(user_home())
+    assert entry.second_opinion
+    # the cold hook never loads it (bounded by Claude Code's hook timeout)
+    out = hook(QUESTION, vault.root.parent, dict(os.environ), "--no-memory")
+    assert _delivered(out, "notes/zh-backup.md") in {"text", "pointer"}
+    assert not injections.read(user_home())[-1].second_opinion
 
 
 def test_the_warm_service_loads_it_in_the_background_and_only_where_it_is_calibrated(
@@ -285,7 +334,7 @@ def test_through_the_warm_hook_an_english_question_reaches_the_long_chinese_note
     with db.connect(load_settings(dev_vault.root)) as conn:
         vault = db.find_vault(conn, dev_vault.root)
         assert vault is not None
-        while claims.missing_vectors(conn, vault.id, USE):
+        while claims.missing_agnostic(conn, vault.id, USE):
             conn.rollback()
             assert time.monotonic() < deadline
             time.sleep(0.2)

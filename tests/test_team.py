@@ -427,26 +427,41 @@ def test_two_machines_and_a_shared_vault_through_the_pooler(
             tools.get("journal/alice.md")  # alice's own private note is not in the shared vault
     finally:
         resources.close()
-    # A member fills the second opinion's vectors of the shared vault's chunks (the warm
-    # service's background fill, under row-level security), and of her own vault; another
-    # member never reads the vector of her private note.
+    # The second opinion's vectors (the warm service's and the ingester's fill, under
+    # row-level security): a member fills those of her own vault, not the shared vault's (its
+    # owner's ingester does); another member never reads the vector of her private note.
     from vaultmem.search import load_second_opinion
     from vaultmem.store import claims
 
     opinion = load_second_opinion()
     assert opinion is not None
     with db.connect_url(a.env["VAULTMEM_DATABASE_URL"]) as conn:
-        for vault in (db.find_shared_vault(conn, "team"), db.find_vault(conn, ca)):
-            assert vault is not None
-            assert opinion.fill(conn, vault.id, go_on=lambda: True) > 0
-            assert claims.missing_vectors(conn, vault.id, opinion.model_id) == []
+        shared = db.find_shared_vault(conn, "team")
+        own = db.find_vault(conn, ca)
+        assert shared is not None and own is not None
+        assert claims.missing_agnostic(conn, shared.id, opinion.model_id) == []
+        assert opinion.fill(conn, shared.id, go_on=lambda: True) == 0
+        assert opinion.fill(conn, own.id, go_on=lambda: True) > 0
+        assert claims.missing_agnostic(conn, own.id, opinion.model_id) == []
         private = conn.execute(
-            "SELECT content_hash FROM memory_primary WHERE path = 'journal/alice.md'"
+            "SELECT content_hash FROM memory_primary"
+            " WHERE path = 'journal/alice.md' AND agnostic IS NOT NULL"
         ).fetchone()
         assert private is not None
-        assert claims.cached_embeddings(conn, opinion.model_id, [private["content_hash"]])
+    with db.connect_url(team.url(team_db, "carol")) as conn:  # the owner's ingester's fill
+        assert opinion.fill(conn, shared.id, go_on=lambda: True) > 0
+        left = conn.execute(
+            "SELECT count(*) AS n FROM memory_primary WHERE vault_id = %s AND agnostic IS NULL",
+            (shared.id,),
+        ).fetchone()
+        assert left["n"] == 0
     with db.connect_url(b.env["VAULTMEM_DATABASE_URL"]) as conn:
         assert claims.cached_embeddings(conn, opinion.model_id, [private["content_hash"]]) == {}
+        seen = conn.execute(
+            "SELECT count(*) AS n FROM memory_primary WHERE content_hash = %s",
+            (private["content_hash"],),
+        ).fetchone()
+        assert seen["n"] == 0
     # A revoke takes effect at the next query.
     server.run("revoke", "team", "bob")
     assert b.hook("how do I roll back the deployment?") == ""

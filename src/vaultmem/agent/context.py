@@ -155,9 +155,16 @@ class Resources(Protocol):
 
 
 class ColdResources:
-    """A new connection per call (closed after it) and a new embedder: one-shot processes."""
+    """A new connection per call (closed after it) and a new embedder: one-shot processes.
+
+    `second_opinion`: load the second opinion too (~1.3 s, once per process) where the
+    vault's model is calibrated with it: `vaultmem context` and `vaultmem query` do; the cold
+    hook, bound by Claude Code's hook timeout, does not."""
 
     prefetch = False  # the embedder loads on its first call: nothing to start early
+
+    def __init__(self, *, second_opinion: bool = False) -> None:
+        self.load_second_opinion = second_opinion
 
     def connection(
         self, settings: Settings, *, start: bool, timeout: int
@@ -172,7 +179,11 @@ class ColdResources:
         return get_embedder(settings)
 
     def second_opinion(self, settings: Settings) -> SecondOpinion | None:
-        return None  # ~1.3 s to load: a one-shot process judges with the embedding model alone
+        if not self.load_second_opinion:
+            return None  # the cold hook: imports nothing it does not use
+        from ..search.second_opinion import shared_second_opinion, wants_second_opinion
+
+        return shared_second_opinion() if wants_second_opinion(settings) else None
 
 
 def build_context(

@@ -261,8 +261,8 @@ class WarmResources:
                         continue
                     with db.connect(settings, start=False, timeout=3) as conn:
                         # As a reader finds it (context.build_context): a shared vault by its
-                        # name on the server (any member may fill the vectors of chunks it
-                        # reads), else this installation's vault at the path.
+                        # name on the server (filled only where this role may write it: its
+                        # owner's), else this installation's vault at the path.
                         if entry.shared is not None:
                             vault = db.find_shared_vault(conn, entry.shared)
                         elif entry.path is not None:
@@ -299,18 +299,11 @@ class WarmResources:
 
 
 def wants_second_opinion(settings: Settings) -> bool:
-    """Whether searches under `settings` weigh the second opinion: it is on
-    (VAULTMEM_SECOND_OPINION) and the vault's model has a calibration with it (which the
-    second opinion's own model, as the vault's model, does not)."""
-    from ..embed.use import UseEmbedder
-    from ..search import fusion_for
+    """`search.second_opinion.wants_second_opinion`, imported when asked (the hook's client
+    imports this module and needs none of search)."""
+    from ..search.second_opinion import wants_second_opinion as wants
 
-    provider = f"{settings.embedding_provider}:"
-    return (
-        settings.second_opinion
-        and not UseEmbedder.model_id.startswith(provider)
-        and fusion_for(provider).second_calibration is not None
-    )
+    return wants(settings)
 
 
 def _close(conn: Conn) -> None:

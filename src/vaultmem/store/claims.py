@@ -151,23 +151,48 @@ def _array(value: Any) -> np.ndarray:
     return np.asarray(to_numpy() if to_numpy else value, dtype=np.float32)
 
 
-def missing_vectors(conn: Conn, vault_id: int, model_id: str) -> list[str]:
-    """The content hashes of the vault's chunks that the shared cache has no `model_id` vector
-    of (each once, in path order)."""
+def missing_agnostic(conn: Conn, vault_id: int, model_id: str) -> list[str]:
+    """The content hashes of the vault's chunks that have no second-opinion vector from
+    `model_id` on their row yet (each once, in path order), if this role may write the vault
+    (another's shared vault is filled by its owner's ingester)."""
     rows = conn.execute(
         """
         SELECT content_hash FROM (
             SELECT DISTINCT ON (p.content_hash) p.content_hash, p.path, p.chunk_index
               FROM memory_primary p
-             WHERE p.vault_id = %s
-               AND NOT EXISTS (SELECT 1 FROM embedding_cache c
-                                WHERE c.model_id = %s AND c.content_hash = p.content_hash)
+             WHERE p.vault_id = %(v)s
+               AND (p.agnostic IS NULL OR p.agnostic_model_id IS DISTINCT FROM %(m)s)
+               AND EXISTS (SELECT 1 FROM vaults v
+                            WHERE v.id = %(v)s AND vaultmem_may_write(v.owner))
              ORDER BY p.content_hash, p.path, p.chunk_index
         ) m ORDER BY path, chunk_index
         """,
-        (vault_id, model_id),
+        {"v": vault_id, "m": model_id},
     ).fetchall()
     return [r["content_hash"] for r in rows]
+
+
+def fill_agnostic(conn: Conn, vault_id: int, model_id: str, hashes: Sequence[str]) -> int:
+    """Give the vault's chunks with one of `hashes` their second-opinion vector from the shared
+    cache (where it holds one); rows another transaction holds (an embedding claim, an ingest)
+    are left for the next fill. Returns the chunks filled."""
+    if not hashes:
+        return 0
+    cur = conn.execute(
+        """
+        UPDATE memory_primary p
+           SET agnostic = c.embedding, agnostic_model_id = c.model_id
+          FROM embedding_cache c,
+               (SELECT vault_id, path, chunk_index FROM memory_primary
+                 WHERE vault_id = %(v)s AND content_hash = ANY(%(h)s)
+                   AND (agnostic IS NULL OR agnostic_model_id IS DISTINCT FROM %(m)s)
+                 FOR UPDATE SKIP LOCKED) q
+         WHERE p.vault_id = q.vault_id AND p.path = q.path AND p.chunk_index = q.chunk_index
+           AND c.model_id = %(m)s AND c.content_hash = p.content_hash
+        """,
+        {"v": vault_id, "m": model_id, "h": list(hashes)},
+    )
+    return cur.rowcount
 
 
 def chunk_inputs(conn: Conn, vault_id: int, hashes: Sequence[str]) -> dict[str, tuple[str, str]]:

@@ -484,19 +484,21 @@ def hnsw_index_name(model_id: str) -> str:
     return "memory_primary_hnsw_" + hashlib.sha1(model_id.encode()).hexdigest()[:12]
 
 
-def cache_index_name(model_id: str) -> str:
-    return "embedding_cache_hnsw_" + hashlib.sha1(model_id.encode()).hexdigest()[:12]
+def agnostic_index_name(model_id: str) -> str:
+    return "memory_primary_agnostic_" + hashlib.sha1(model_id.encode()).hexdigest()[:12]
 
 
-def ensure_cache_index(conn: Conn, model_id: str, dimension: int) -> None:
-    """An HNSW cosine index over one model's vectors in the shared cache (the second opinion's
-    candidate list searches them there), created once through the schema's owner."""
-    name = cache_index_name(model_id)
+def ensure_agnostic_index(conn: Conn, model_id: str, dimension: int) -> None:
+    """An HNSW cosine index over the chunks' second-opinion vectors of one model (the second
+    opinion's candidate list searches it), created once through the schema's owner."""
+    name = agnostic_index_name(model_id)
     found = conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (name,)).fetchone()
     if found and found["e"]:
         return
     locks.hold_schema_for_writing(conn)
-    conn.execute("SELECT vaultmem_ensure_cache_index(%s, %s, %s)", (name, model_id, int(dimension)))
+    conn.execute(
+        "SELECT vaultmem_ensure_agnostic_index(%s, %s, %s)", (name, model_id, int(dimension))
+    )
 
 
 def ensure_vector_index(conn: Conn, model_id: str, dimension: int) -> None:

@@ -232,7 +232,7 @@ def dump(
 
 # The second opinion's list weights the warm dumps are fused with (`Fusion.agnostic_weight`):
 # 0 is the second opinion as a judge only; relevance.py chooses among them leave-one-out.
-AGNOSTIC_WEIGHTS = (0.0, 0.5, 1.0, 1.5, 2.0)
+AGNOSTIC_WEIGHTS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 
 
 def dump_warm(

@@ -241,6 +241,10 @@ def build_context(
             # A loaded embedder starts on the prompt now, beside the database work below (on
             # the part that is searched: a huge paste is embedded no further than that).
             embedder = stack.enter_context(prefetching(res.embedder(settings), asked.text))
+        opinion = res.second_opinion(settings) if wants_notes else None
+        if opinion is not None and res.prefetch and asked is not None:
+            # ...and so does the second opinion's model, in a thread of its own.
+            opinion = stack.enter_context(opinion.prefetching(asked.text))
         if needs_db:
             try:
                 opened = res.connection(settings, start=start_db, timeout=db_timeout)
@@ -271,7 +275,7 @@ def build_context(
                                 asked,
                                 k,
                                 embedder,
-                                res.second_opinion(settings),
+                                opinion,
                             )
                             provenance = sources(conn, vault, hits, settings.agent_folder)
     if include_memory and (prefs is None or (not prefs.text.strip() and prefs.vault_path)):

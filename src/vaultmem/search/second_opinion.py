@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -80,6 +81,18 @@ class SecondOpinion:
         except Exception as exc:  # noqa: BLE001 - an opinion: the search goes on without it
             log.warning("second opinion unavailable: %s", type(exc).__name__)
             return None
+
+    @contextmanager
+    def prefetching(self, text: str) -> Iterator[SecondOpinion]:
+        """This opinion, already embedding the prompt `text` in a thread beside the database
+        work before the search (`embed.prefetching`, as the warm path does for the vault's own
+        model); the fill it wakes is this one's."""
+        from ..embed import prefetching
+
+        with prefetching(self.embedder, text) as ahead:
+            twin = SecondOpinion(ahead)
+            twin.missing = self.missing
+            yield twin
 
     def fill(
         self,

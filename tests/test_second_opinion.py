@@ -355,3 +355,27 @@ def test_through_the_warm_hook_an_english_question_reaches_the_long_chinese_note
     assert "(second opinion)" in shown[0] and "(second opinion)" not in shown[1]
     for prompt in ("add type hints to computeTotal in app.py", "把这个循环改成列表推导式"):
         assert hook(prompt, elsewhere, dict(os.environ), "--no-memory") == ""
+
+
+def test_a_prompt_answered_ahead_is_the_prompt_the_search_asks_about(
+    opinion: SecondOpinion,
+) -> None:
+    import numpy as np
+
+    ahead = opinion.answered(QUESTION)
+    assert ahead.missing is opinion.missing  # a miss wakes the real opinion's fill
+    asked, direct = ahead.query(QUESTION), opinion.query(QUESTION)
+    assert asked is not None and direct is not None
+    assert np.allclose(asked.vector, direct.vector)
+    other = ahead.query("another prompt")  # not the one answered: embedded then
+    assert other is not None and not np.allclose(other.vector, asked.vector)
+
+    class Broken:
+        model_id = opinion.model_id
+        dimension = opinion.embedder.dimension
+
+        def embed_query(self, text: str):
+            raise RuntimeError("the model fell over")
+
+    broken = SecondOpinion(Broken())  # type: ignore[arg-type]
+    assert broken.answered(QUESTION) is broken and broken.query(QUESTION) is None

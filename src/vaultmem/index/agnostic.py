@@ -9,6 +9,7 @@ by its owner's ingester).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,8 @@ from ..store import claims, db
 from .markdown import embedding_input
 
 __all__ = ["FILL_BATCH", "fill"]
+
+log = logging.getLogger(__name__)
 
 # Chunks embedded per step of a fill: ~50 ms of the model, so a prompt the warm service
 # answers meanwhile waits for the model no longer than that.
@@ -70,6 +73,8 @@ def _store(
         filled = claims.fill_agnostic(conn, vault_id, model_id, hashes)
         conn.commit()
         return filled
-    except psycopg.Error:
+    except psycopg.Error as exc:
+        # Searches judge such chunks without the opinion until a later fill stores them.
+        log.warning("second opinion's vectors not stored: %s", type(exc).__name__)
         conn.rollback()
         return 0

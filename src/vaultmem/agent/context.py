@@ -164,7 +164,7 @@ class ColdResources:
     prefetch = False  # the embedder loads on its first call: nothing to start early
 
     def __init__(self, *, second_opinion: bool = False) -> None:
-        self.load_second_opinion = second_opinion
+        self.with_second_opinion = second_opinion
 
     def connection(
         self, settings: Settings, *, start: bool, timeout: int
@@ -179,9 +179,10 @@ class ColdResources:
         return get_embedder(settings)
 
     def second_opinion(self, settings: Settings) -> SecondOpinion | None:
-        if not self.load_second_opinion:
+        if not self.with_second_opinion:
             return None  # the cold hook: imports nothing it does not use
-        from ..search.second_opinion import shared_second_opinion, wants_second_opinion
+        from ..embed.use import wants_second_opinion
+        from ..search.second_opinion import shared_second_opinion
 
         return shared_second_opinion() if wants_second_opinion(settings) else None
 

@@ -299,9 +299,9 @@ class WarmResources:
 
 
 def wants_second_opinion(settings: Settings) -> bool:
-    """`search.second_opinion.wants_second_opinion`, imported when asked (the hook's client
-    imports this module and needs none of search)."""
-    from ..search.second_opinion import wants_second_opinion as wants
+    """`embed.use.wants_second_opinion`, imported when asked (the hook's client imports this
+    module and needs none of the embedders)."""
+    from ..embed.use import wants_second_opinion as wants
 
     return wants(settings)
 

@@ -54,49 +54,61 @@ def _filters(path_prefix: str | None, tag: str | None) -> sql.Composable:
     return sql.Composed(parts)
 
 
-def _vector_cte(model_id: str, dim: int, filters: sql.Composable) -> sql.Composable:
+def _nearest_cte(
+    name: str,
+    rank: str,
+    column: str,
+    model_column: str,
+    param: str,
+    model_id: str,
+    dim: int,
+    filters: sql.Composable,
+) -> sql.Composable:
+    """A nearest-neighbour candidate list: the vault's chunks by the cosine distance of their
+    `column` vector (from `model_id`, whose partial HNSW index serves the ORDER BY; iterative
+    scans fill the list past the vault's filter) to the query vector `param`, ranked as `rank`
+    in the CTE `{name}_ranked`."""
     # Literal model id and dimension: the planner must see the partial index's exact predicate
     # and expression to use it, which a bind parameter would hide in a generic plan.
-    vec = sql.SQL("p.embedding::vector({dim})").format(dim=sql.Literal(dim))
-    qv = sql.SQL("%(qvec)s::vector({dim})").format(dim=sql.Literal(dim))
+    vec = sql.SQL("p.{col}::vector({dim})").format(col=sql.Identifier(column), dim=sql.Literal(dim))
+    qv = sql.SQL("%({param})s::vector({dim})").format(param=sql.SQL(param), dim=sql.Literal(dim))
     return sql.SQL(
         """
-        vec AS MATERIALIZED (
+        {name} AS MATERIALIZED (
             SELECT p.path, p.chunk_index, {vec} <=> {qv} AS distance
             FROM memory_primary p
-            WHERE p.model_id = {model} AND p.vault_id = %(vault)s{filters}
+            WHERE p.{model_column} = {model} AND p.vault_id = %(vault)s{filters}
             ORDER BY {vec} <=> {qv}
             LIMIT %(n)s
         ),
-        vec_ranked AS (
+        {ranked} AS (
             SELECT path, chunk_index, distance,
-                   row_number() OVER (ORDER BY distance, path, chunk_index) AS vrank
-            FROM vec
+                   row_number() OVER (ORDER BY distance, path, chunk_index) AS {rank}
+            FROM {name}
         )"""
-    ).format(vec=vec, qv=qv, model=sql.Literal(model_id), filters=filters)
+    ).format(
+        name=sql.Identifier(name),
+        ranked=sql.Identifier(f"{name}_ranked"),
+        rank=sql.Identifier(rank),
+        vec=vec,
+        qv=qv,
+        model_column=sql.Identifier(model_column),
+        model=sql.Literal(model_id),
+        filters=filters,
+    )
+
+
+def _vector_cte(model_id: str, dim: int, filters: sql.Composable) -> sql.Composable:
+    # The embedding model's list.
+    return _nearest_cte("vec", "vrank", "embedding", "model_id", "qvec", model_id, dim, filters)
 
 
 def _agnostic_cte(model_id: str, dim: int, filters: sql.Composable) -> sql.Composable:
-    # The second opinion's list (`second_opinion`): the same shape as the vector list, over the
-    # chunks' second-opinion vectors and that model's partial HNSW index
-    # (`db.ensure_agnostic_index`), with the same iterative scan past the vault filter.
-    vec = sql.SQL("p.agnostic::vector({dim})").format(dim=sql.Literal(dim))
-    av = sql.SQL("%(avec)s::vector({dim})").format(dim=sql.Literal(dim))
-    return sql.SQL(
-        """
-        agn AS MATERIALIZED (
-            SELECT p.path, p.chunk_index, {vec} <=> {av} AS distance
-            FROM memory_primary p
-            WHERE p.agnostic_model_id = {model} AND p.vault_id = %(vault)s{filters}
-            ORDER BY {vec} <=> {av}
-            LIMIT %(n)s
-        ),
-        agn_ranked AS (
-            SELECT path, chunk_index, distance,
-                   row_number() OVER (ORDER BY distance, path, chunk_index) AS urank
-            FROM agn
-        )"""
-    ).format(vec=vec, av=av, model=sql.Literal(model_id), filters=filters)
+    # The second opinion's list (`second_opinion`), over the chunks' second-opinion vectors
+    # and that model's partial HNSW index (`db.ensure_agnostic_index`).
+    return _nearest_cte(
+        "agn", "urank", "agnostic", "agnostic_model_id", "avec", model_id, dim, filters
+    )
 
 
 def _no_list(name: str, score: str, rank: str) -> sql.Composable:

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import psycopg
 
-    from ..config import Settings
     from ..embed import Embedder
     from .candidates import AgnosticQuery
 
@@ -53,7 +52,6 @@ __all__ = [
     "SecondOpinion",
     "load_second_opinion",
     "shared_second_opinion",
-    "wants_second_opinion",
 ]
 
 
@@ -117,7 +115,7 @@ class SecondOpinion:
 def load_second_opinion() -> SecondOpinion | None:
     """A second opinion with a model of its own, loaded (~1.3 s); None where it cannot run
     here (the package is missing). It is no second opinion for a vault whose own model it is:
-    callers leave it out there (`wants_second_opinion`)."""
+    callers leave it out there (`embed.use.wants_second_opinion`)."""
     from ..embed.use import load_second_opinion_model
 
     model = load_second_opinion_model()
@@ -138,12 +136,3 @@ def shared_second_opinion() -> SecondOpinion | None:
             model = second_opinion_model()
             _shared.append(SecondOpinion(model) if model is not None else None)
         return _shared[0]
-
-
-def wants_second_opinion(settings: Settings) -> bool:
-    """Whether searches under `settings` weigh the second opinion: it is on
-    (VAULTMEM_SECOND_OPINION) and the vault's model is calibrated with it
-    (`embed.use.SECOND_OPINION_FOR`, which the profile's `second_calibration` matches)."""
-    from ..embed import use
-
-    return use.wants_second_opinion(settings)

@@ -491,24 +491,26 @@ def agnostic_index_name(model_id: str) -> str:
 def ensure_agnostic_index(conn: Conn, model_id: str, dimension: int) -> None:
     """An HNSW cosine index over the chunks' second-opinion vectors of one model (the second
     opinion's candidate list searches it), created once through the schema's owner."""
-    name = agnostic_index_name(model_id)
-    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (name,)).fetchone()
-    if found and found["e"]:
-        return
-    locks.hold_schema_for_writing(conn)
-    conn.execute(
-        "SELECT vaultmem_ensure_agnostic_index(%s, %s, %s)", (name, model_id, int(dimension))
+    _ensure_index(
+        conn, "vaultmem_ensure_agnostic_index", agnostic_index_name(model_id), model_id, dimension
     )
 
 
 def ensure_vector_index(conn: Conn, model_id: str, dimension: int) -> None:
     """One HNSW cosine index per model, over rows of that model only (dimension fixed by a cast)."""
-    name = hnsw_index_name(model_id)
+    _ensure_index(
+        conn, "vaultmem_ensure_vector_index", hnsw_index_name(model_id), model_id, dimension
+    )
+
+
+def _ensure_index(conn: Conn, function: str, name: str, model_id: str, dimension: int) -> None:
+    """Create the index `name` through the schema's SQL `function` unless it exists."""
     found = conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (name,)).fetchone()
     if found and found["e"]:
         return  # CREATE INDEX IF NOT EXISTS would still lock memory_primary against writers
     locks.hold_schema_for_writing(conn)  # DDL: after an upgrade in progress, like any write
     # Through the schema's owner (SECURITY DEFINER): a member may be the first to use a model.
     conn.execute(
-        "SELECT vaultmem_ensure_vector_index(%s, %s, %s)", (name, model_id, int(dimension))
+        sql.SQL("SELECT {}(%s, %s, %s)").format(sql.Identifier(function)),
+        (name, model_id, int(dimension)),
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -131,3 +132,46 @@ def test_sigkill_during_a_large_catch_up_converges_to_a_fresh_build(conn, vault,
 @pytest.mark.slow
 def test_twenty_sigkills_with_commits_landing_between_crashes_converge(conn, vault, tmp_path):
     crash_scenario(conn, vault, tmp_path, base=200, new=400, kills=20, seed=11, churn=True)
+
+
+def _lease_held_by(conn, vault_id: int, hostname: str, pid: int) -> None:
+    """The vault's lease as a writer left it: held by `pid` on `hostname` for another hour."""
+    conn.execute(
+        "INSERT INTO writer_leases (vault_id, holder, hostname, pid, expires_at)"
+        " VALUES (%s, %s, %s, %s, now() + interval '1 hour')"
+        " ON CONFLICT (vault_id) DO UPDATE SET holder = EXCLUDED.holder,"
+        " hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, expires_at = EXCLUDED.expires_at",
+        (vault_id, f"{hostname}:{pid}:test", hostname, pid),
+    )
+    conn.commit()
+
+
+def test_a_killed_writers_lease_is_taken_over_at_once_and_a_running_ones_is_not(conn, vault):
+    from vaultmem.index.lease import VaultLease, WriterBusy
+    from vaultmem.store import db
+
+    v = db.register_vault(conn, vault.root)
+    here = socket.gethostname()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # exited and reaped: its pid names no process
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        # A writer on this machine that was killed: the next one does not wait for its expiry.
+        _lease_held_by(conn, v.id, here, gone.pid)
+        lease = VaultLease(conn, v, 60)
+        lease.acquire(wait=0)
+        assert lease.held
+        holder = conn.execute(
+            "SELECT holder FROM writer_leases WHERE vault_id = %s", (v.id,)
+        ).fetchone()["holder"]
+        conn.commit()
+        assert holder == lease.who.token
+        lease.release()
+        # A writer still running here, or any on another machine, keeps its lease.
+        for hostname, pid in ((here, alive.pid), ("another-machine", gone.pid)):
+            _lease_held_by(conn, v.id, hostname, pid)
+            with pytest.raises(WriterBusy):
+                VaultLease(conn, v, 60).acquire(wait=0)
+    finally:
+        alive.kill()
+        alive.wait()

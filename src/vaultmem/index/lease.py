@@ -9,12 +9,20 @@ move the watermark); embedding is done without it, through claims any worker can
 (`store.claims`). Every write transaction renews it first (`VaultLease.writing`), so a
 writer that stalled past the lease finds out before it writes, and a crashed one's lease
 expires after VAULTMEM_WRITER_LEASE seconds.
+
+A writer on this machine whose process is gone (SIGKILL, out of memory, a reboot) does not make
+the next run wait for that expiry: its lease is taken over at once (`_gone`). The judgement
+needs no certainty: were that writer alive after all (a pid namespace of its own under the same
+hostname), its next write transaction would find the lease gone and write nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import random
+import socket
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -22,6 +30,8 @@ from datetime import UTC, datetime
 from .. import store
 from ..errors import VaultmemError
 from ..store import db, leases
+
+log = logging.getLogger(__name__)
 
 # How long a writer waits for another one's lease before it gives up (the other's passes are
 # text only, so they are short; a stuck writer's lease expires well before this).
@@ -51,6 +61,16 @@ class VaultLease:
                 self.held = True
                 return
             other = leases.lease_of(self.conn, self.vault.id)
+            if other is not None and _gone(other):
+                if leases.take_over(self.conn, self.vault.id, self.who, self.seconds, other.holder):
+                    log.info(
+                        "took over vault %s's lease from pid %s, which is no longer running",
+                        self.vault.name,
+                        other.pid,
+                    )
+                    self.held = True
+                    return
+                continue  # released or taken meanwhile: ask again
             if time.monotonic() >= deadline:
                 since = ""
                 if other is not None:
@@ -96,3 +116,16 @@ class VaultLease:
             if self.held:
                 leases.renew(self.conn, self.vault.id, self.who, self.seconds)
             yield
+
+
+def _gone(lease: leases.LeaseState) -> bool:
+    """Whether the lease's holder was a process on this machine that is no longer running."""
+    if lease.pid is None or lease.pid <= 0 or lease.hostname != socket.gethostname():
+        return False
+    try:
+        os.kill(lease.pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # e.g. EPERM: another user's process, alive
+        return False
+    return False

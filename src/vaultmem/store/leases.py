@@ -24,7 +24,17 @@ from typing import Any
 from ..errors import VaultmemError
 from .db import Conn
 
-__all__ = ["Holder", "LeaseLost", "LeaseState", "acquire", "holder", "lease_of", "release", "renew"]
+__all__ = [
+    "Holder",
+    "LeaseLost",
+    "LeaseState",
+    "acquire",
+    "holder",
+    "lease_of",
+    "release",
+    "renew",
+    "take_over",
+]
 
 
 class LeaseLost(VaultmemError):
@@ -76,6 +86,32 @@ def acquire(conn: Conn, vault_id: int, who: Holder, seconds: float) -> LeaseStat
         RETURNING holder, hostname, pid, acquired_at, expires_at, false AS expired
         """,
         {"v": vault_id, "h": who.token, "host": who.hostname, "pid": who.pid, "s": seconds},
+    ).fetchone()
+    conn.commit()
+    return _state(row) if row else None
+
+
+def take_over(
+    conn: Conn, vault_id: int, who: Holder, seconds: float, from_holder: str
+) -> LeaseState | None:
+    """Take the vault's lease from `from_holder` (a writer known to be gone), if that one still
+    holds it: None when it was released or taken meanwhile. Commits. Safe even if the judgement
+    was wrong: a writer still alive finds the lease gone at its next write (`renew`)."""
+    row = conn.execute(
+        """
+        UPDATE writer_leases SET holder = %(h)s, hostname = %(host)s, pid = %(pid)s,
+            acquired_at = now(), expires_at = now() + make_interval(secs => %(s)s)
+        WHERE vault_id = %(v)s AND holder = %(old)s
+        RETURNING holder, hostname, pid, acquired_at, expires_at, false AS expired
+        """,
+        {
+            "v": vault_id,
+            "h": who.token,
+            "host": who.hostname,
+            "pid": who.pid,
+            "s": seconds,
+            "old": from_holder,
+        },
     ).fetchone()
     conn.commit()
     return _state(row) if row else None

@@ -88,6 +88,14 @@ ALTER TABLE memory_primary ADD COLUMN IF NOT EXISTS agnostic_model_id text;
 CREATE INDEX IF NOT EXISTS memory_primary_agnostic_backlog ON memory_primary (vault_id)
     WHERE agnostic IS NULL;
 
+-- A chunk's vectors and text stay in its row. With PostgreSQL's default (move values out of
+-- line once a row passes ~2 KB) a 384-dimension vector plus a 512-dimension one always went to
+-- the TOAST table, so every candidate the search scored or returned cost a TOAST lookup per
+-- vector: 30 % of the candidate statement on the tldr dev vault. Only a row above 8,160 bytes
+-- (the most a page allows) is moved out now. A row written before keeps its layout until it is
+-- written again.
+ALTER TABLE memory_primary SET (toast_tuple_target = 8160);
+
 -- BM25 statistics for full-text ranking (search/candidates.py): a chunk's length in tokens (a
 -- generated column, so every writer gets it right), and per vault the number of chunks, their total
 -- length and each lexeme's document frequency. Triggers keep the statistics exact on every insert

@@ -96,6 +96,40 @@ def test_vaults_sharing_a_database_do_not_see_each_others_rows(conn, tmp_path: P
     assert db.register_vault(conn, tmp_path / "a").id == a.id
 
 
+def test_a_chunks_vectors_and_text_stay_in_its_row(conn, tmp_path: Path) -> None:
+    # A search scores and returns ~100 candidates a prompt: each vector kept out of line (in
+    # the TOAST table) cost a lookup of its own there.
+    import numpy as np
+
+    vault = db.register_vault(conn, tmp_path)
+    rng = np.random.default_rng(1)
+    conn.execute(
+        "INSERT INTO memory_notes (vault_id, path, blob_sha, commit_sha) VALUES (%s, 'a.md', 'b',"
+        " 'c')",
+        (vault.id,),
+    )
+    text = "一个很长的段落。" * 150  # 1,200 characters, 3,600 bytes
+    conn.execute(
+        "INSERT INTO memory_primary (vault_id, path, chunk_index, content, content_hash, lexemes,"
+        " embedding, model_id, agnostic, agnostic_model_id) VALUES (%s, 'a.md', 0, %s, 'h',"
+        " to_tsvector('simple', %s), %s, 'e5', %s, 'use')",
+        (
+            vault.id,
+            text,
+            text,
+            rng.random(384).astype(np.float32),
+            rng.random(512).astype(np.float32),
+        ),
+    )
+    row = conn.execute(
+        "SELECT pg_column_toast_chunk_id(embedding) AS e, pg_column_toast_chunk_id(agnostic) AS a,"
+        " pg_column_toast_chunk_id(content) AS c FROM memory_primary WHERE vault_id = %s",
+        (vault.id,),
+    ).fetchone()
+    conn.commit()
+    assert row == {"e": None, "a": None, "c": None}
+
+
 def test_reference_design_schema_is_upgraded_without_losing_rows(db_url: str) -> None:
     with psycopg.connect(db_url) as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS vector")

@@ -185,6 +185,32 @@ def test_the_second_opinion_adds_its_own_list_and_a_cosine_for_every_candidate(
     assert 0 < gain <= 1.0 + 1e-9  # its first place: at most a full part of weight 1
 
 
+def test_a_search_that_prefetches_its_query_vector_fetches_the_same_candidates(
+    dev_vault: Vault, opinion: SecondOpinion
+) -> None:
+    from vaultmem.embed import get_embedder, prefetching
+    from vaultmem.search import fetch_candidates
+
+    settings = load_settings(dev_vault.root)
+    embedder = get_embedder(settings)
+    key = ("path", "chunk_index", "vrank", "lrank", "lscore", "urank", "ucos")
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, dev_vault.root)
+        assert vault is not None
+        opinion.fill(conn, vault.id, go_on=lambda: True)
+        for prompt in (QUESTION, "the backup schedule", "备份"):
+            asked = opinion.query(prompt)
+            assert asked is not None
+            one = fetch_candidates(conn, vault.id, prompt, embedder, k=5, agnostic=asked)
+            with prefetching(embedder, prompt) as ahead:
+                assert ahead.prefetching  # so the full-text list goes first, on its own
+                early = fetch_candidates(conn, vault.id, prompt, ahead, k=5, agnostic=asked)
+            rows = [sorted(tuple(r[k] for k in key) for r in c.rows) for c in (one, early)]
+            assert rows[0] == rows[1]
+            assert any(r["urank"] is not None for r in early.rows)
+            assert conn.info.transaction_status.name == "IDLE"  # left as it was found
+
+
 def test_a_failing_second_opinion_leaves_the_search_judged_without_it(
     dev_vault: Vault, opinion: SecondOpinion
 ) -> None:

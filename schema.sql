@@ -91,9 +91,10 @@ CREATE INDEX IF NOT EXISTS memory_primary_agnostic_backlog ON memory_primary (va
 -- A chunk's vectors and text stay in its row. With PostgreSQL's default (move values out of
 -- line once a row passes ~2 KB) a 384-dimension vector plus a 512-dimension one always went to
 -- the TOAST table, so every candidate the search scored or returned cost a TOAST lookup per
--- vector: 30 % of the candidate statement on the tldr dev vault. Only a row above 8,160 bytes
--- (the most a page allows) is moved out now. A row written before keeps its layout until it is
--- written again.
+-- vector (bench/row_layout.py: up to 10 % of the candidate statement, the most where the planner
+-- scans a small vault's rows among other vaults' rather than walking the HNSW index). Only a
+-- row above 8,160 bytes (the most a page allows) is moved out now. A row written before keeps
+-- its layout until it is written again.
 ALTER TABLE memory_primary SET (toast_tuple_target = 8160);
 
 -- BM25 statistics for full-text ranking (search/candidates.py): a chunk's length in tokens (a

@@ -13,6 +13,32 @@ from vaultmem.search import with_second_opinion
 K = 5
 
 
+def with_generic(warm: dict[float, list[Any]], opinion: Any) -> dict[float, list[Any]]:
+    """A warm dump whose query stats lack the second opinion's generic similarity (dumped
+    before it existed) with it, as the live search computes it (`SecondOpinion.query`)."""
+    seen: dict[str, float | None] = {}
+
+    def value(text: str) -> float | None:
+        if text not in seen:
+            asked = opinion.query(text)
+            seen[text] = asked.generic_similarity if asked is not None else None
+        return seen[text]
+
+    out: dict[float, list[Any]] = {}
+    for w, searched in warm.items():
+        out[w] = [
+            s
+            if s.stats is None
+            or getattr(s.stats, "agnostic_generic", None) is not None
+            or not s.stats.cosines
+            else dataclasses.replace(
+                s, stats=dataclasses.replace(s.stats, agnostic_generic=value(s.prompt.text))
+            )
+            for s in searched
+        ]
+    return out
+
+
 def judged(searched: Sequence[Any]) -> list[Any]:
     """`searched` with the query stats the gate reads the second opinion from."""
     out = []

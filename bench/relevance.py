@@ -402,6 +402,7 @@ def main() -> int:
 
             opinion = opinion or load_second_opinion()
             warm = _devset.load_or_dump_warm(corpus, embedder, settings, root, opinion)
+            warm = _second.with_generic(warm, opinion)
             for w, rows in warm.items():
                 second_by.setdefault(w, {})[corpus.name] = _calibrate.rows_of(
                     corpus.name, _second.judged(rows)

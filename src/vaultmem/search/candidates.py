@@ -419,6 +419,8 @@ class AgnosticQuery:
     # Whether its own candidate list is fetched (a profile that weighs it); without, only each
     # candidate's cosine by it comes along (read from the candidate's row).
     candidates: bool = True
+    # The prompt's cosine by this model to the closest generic coding request (`embed.generic`)
+    generic_similarity: float | None = None
 
 
 @dataclass(frozen=True)
@@ -434,6 +436,8 @@ class Candidates:
     # The second opinion was asked: the rows carry its cosines (`ucos`, NULL where a chunk's
     # vector is not filled yet), and its own list (`urank`) when that was asked too.
     use_agnostic: bool = False
+    # The second opinion's cosine of the prompt to the closest generic coding request
+    agnostic_generic: float | None = None
 
 
 def fetch_candidates(
@@ -512,4 +516,7 @@ def fetch_candidates(
         bool(terms),
         similar,
         use_agnostic=qvec is not None and agnostic is not None,
+        agnostic_generic=(
+            agnostic.generic_similarity if qvec is not None and agnostic is not None else None
+        ),
     )

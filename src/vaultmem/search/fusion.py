@@ -85,13 +85,14 @@ class Hit:
 # own candidates (`lift`), which travels between models better than a fixed ceiling does.
 # fmt: off
 DEFAULT_CALIBRATION = Calibration(
-    # lift, cross, vector, lexical, coverage, unique, generic, agnostic, agnostic_lift
-    hit_weights=(0.38, 2.7295, 0.1631, 0.1483, 2.5896, 1.5678, -0.1742, 0.0, 0.0),
+    # lift, cross, vector, lexical, coverage, unique, generic, agnostic, agnostic_lift,
+    # agnostic_generic
+    hit_weights=(0.38, 2.7295, 0.1631, 0.1483, 2.5896, 1.5678, -0.1742, 0.0, 0.0, 0.0),
     hit_bias=-3.32,
     # best, second, max_lift, max_cross, max_vector, max_lexical, max_coverage, max_unique,
-    # max_generic, max_agnostic, max_agnostic_lift
+    # max_generic, max_agnostic, max_agnostic_lift, max_agnostic_generic
     prompt_weights=(
-        0.5046, 0.1683, 0.2546, 1.1252, 0.0231, 0.0745, 1.3984, 0.0352, -0.1768, 0.0, 0.0
+        0.5046, 0.1683, 0.2546, 1.1252, 0.0231, 0.0745, 1.3984, 0.0352, -0.1768, 0.0, 0.0, 0.0
     ),
     prompt_bias=-1.714,
     prompt=-1.3,
@@ -101,34 +102,42 @@ DEFAULT_CALIBRATION = Calibration(
 # Fitted the same way on lexical-only searches (`bench/relevance.py --lexical --fit`): no
 # cosine, so lift, vector and generic have nothing to say (weight 0).
 LEXICAL_CALIBRATION = Calibration(
-    # lift, cross, vector, lexical, coverage, unique, generic, agnostic, agnostic_lift
-    hit_weights=(0.0, 3.1474, 0.0, 0.273, 4.891, 0.8655, 0.0, 0.0, 0.0),
+    # lift, cross, vector, lexical, coverage, unique, generic, agnostic, agnostic_lift,
+    # agnostic_generic
+    hit_weights=(0.0, 3.1474, 0.0, 0.273, 4.891, 0.8655, 0.0, 0.0, 0.0, 0.0),
     hit_bias=-3.503,
     # best, second, max_lift, max_cross, max_vector, max_lexical, max_coverage, max_unique,
-    # max_generic, max_agnostic, max_agnostic_lift
-    prompt_weights=(0.6052, 0.3172, 0.0, 1.0235, 0.0, 0.1405, 2.2455, -0.1828, 0.0, 0.0, 0.0),
+    # max_generic, max_agnostic, max_agnostic_lift, max_agnostic_generic
+    prompt_weights=(
+        0.6052, 0.3172, 0.0, 1.0235, 0.0, 0.1405, 2.2455, -0.1828, 0.0, 0.0, 0.0, 0.0
+    ),
     prompt_bias=-1.625,
     prompt=-1.25,
     hit_pointer=-2.57,
     hit_text=2.03,
 )
-# The same fit with the second opinion's two signals (`second_opinion`: USE multilingual's
-# cosine and its lift over the judged hits) on searches that also had its candidate list at
+# The same fit with the second opinion's three signals (`second_opinion`: USE multilingual's
+# cosine, its lift over the judged hits, and how much closer it puts the prompt to generic
+# coding work than to the note) on searches that also had its candidate list at
 # the profile's `agnostic_weight`, for the searches of a long-lived process
 # (`bench/relevance.py --fit`, its "warm" figures).
 SECOND_CALIBRATION = Calibration(
-    # lift, cross, vector, lexical, coverage, unique, generic, agnostic, agnostic_lift
-    hit_weights=(0.2516, 2.5724, 0.0897, 0.1178, 2.7727, 1.5837, -0.1622, 0.0351, 0.0912),
-    hit_bias=-3.845,
-    # best, second, max_lift, max_cross, max_vector, max_lexical, max_coverage, max_unique,
-    # max_generic, max_agnostic, max_agnostic_lift
-    prompt_weights=(
-        0.5569, 0.186, 0.21, 0.7284, -0.0646, 0.0365, 1.6106, -0.1483, -0.0755, 0.0585, -0.0202
+    # lift, cross, vector, lexical, coverage, unique, generic, agnostic, agnostic_lift,
+    # agnostic_generic
+    hit_weights=(
+        0.2629, 2.4051, 0.1232, 0.1165, 2.8248, 1.5811, -0.1158, 0.0142, 0.0897, -0.0252
     ),
-    prompt_bias=-2.942,
-    prompt=-1.55,
-    hit_pointer=-2.24,
-    hit_text=2.71,
+    hit_bias=-3.282,
+    # best, second, max_lift, max_cross, max_vector, max_lexical, max_coverage, max_unique,
+    # max_generic, max_agnostic, max_agnostic_lift, max_agnostic_generic
+    prompt_weights=(
+        0.4985, 0.1488, 0.1954, 0.7719, -0.003, 0.0417, 1.9449, -0.1126, -0.0047, 0.0386, 0.0133,
+        -0.0426
+    ),
+    prompt_bias=-2.468,
+    prompt=-1.35,
+    hit_pointer=-2.19,
+    hit_text=2.51,
 )
 # fmt: on
 # Tests only (the "hash" provider: hashed bags of words): a note in another script than the

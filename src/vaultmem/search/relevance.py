@@ -15,7 +15,7 @@ Design decisions:
   0.82 from an English prompt says nothing at 0.82), how rare the matched words are in this
   vault (`lexical`, `unique`), how much of the query's rare vocabulary the note holds
   (`coverage`), whether the prompt is closer to generic coding work than to the note
-  (`generic`).
+  (`generic`, and `agnostic_generic` by the second opinion).
 - Two questions, two models: does this vault answer the prompt at all (the prompt's score, from
   its first hits together), and is this note one of the answers (the hit's score). Both are
   logistic models read in nats, fitted per embedding model on six dev corpora of different
@@ -82,6 +82,7 @@ SIGNALS = (
     "generic",
     "agnostic",
     "agnostic_lift",
+    "agnostic_generic",
 )
 # Cosine steps in which `lift` is measured (hundredths: the spread of e5-style cosines).
 LIFT_UNIT = 0.01
@@ -108,6 +109,9 @@ class QueryStats:
     # The median of the second opinion's cosines over the judged window's hits (`Hit.agnostic`);
     # None when no second opinion was asked.
     agnostic_median: float | None = None
+    # The prompt's cosine by the second opinion to the closest generic coding request
+    # (`embed.generic`, embedded by that model too); None without a second opinion.
+    agnostic_generic: float | None = None
 
     # What every hit's signals read of the query, derived once per query rather than once per
     # hit (cached on the instance: a frozen dataclass keeps its __dict__).
@@ -159,6 +163,11 @@ class Signals:
     # median of the judged hits' (0 for both without a second opinion)
     agnostic: float = 0.0
     agnostic_lift: float = 0.0
+    # How much closer the second opinion puts the prompt to generic coding work than to this
+    # note, in LIFT_UNITs (0 without a second opinion): `generic` by a model that tells a
+    # request to change code from a question about a note better than e5 does across
+    # languages and on long conversational notes
+    agnostic_generic: float = 0.0
 
     def vector_of(self) -> tuple[float, ...]:
         return tuple(getattr(self, name) for name in SIGNALS)
@@ -202,6 +211,13 @@ def signals(hit: Hit, stats: QueryStats) -> Signals:
         agnostic_lift=(
             (hit.agnostic - stats.agnostic_median) / LIFT_UNIT
             if hit.agnostic is not None and stats.agnostic_median is not None
+            else 0.0
+        ),
+        agnostic_generic=(
+            (stats.agnostic_generic - hit.agnostic) / LIFT_UNIT
+            if hit.agnostic is not None
+            and stats.agnostic_generic is not None
+            and stats.agnostic_median is not None
             else 0.0
         ),
     )

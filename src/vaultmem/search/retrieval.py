@@ -58,6 +58,7 @@ def query_stats(c: Candidates) -> QueryStats:
         term_df=tuple(int(d) for d in first.get("term_df") or ()),
         n_chunks=int(first.get("n_chunks") or 0),
         generic_similarity=c.generic_similarity,
+        agnostic_generic=c.agnostic_generic,
     )
 
 

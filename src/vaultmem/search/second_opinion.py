@@ -8,7 +8,8 @@ one question in five (issue 27, `bench/use_ranking.py`). Universal Sentence Enco
 multilingual v3 was trained to align translations. The candidate statement adds its own
 candidate list (weighed by `Fusion.agnostic_weight`) and every candidate's cosine by it
 (`candidates.AgnosticQuery`), and the gate reads that cosine (`Hit.agnostic`) as two more
-signals (`relevance.Signals.agnostic`, `agnostic_lift`) under the profile's
+signals (`relevance.Signals.agnostic`, `agnostic_lift`), and the prompt's cosine by it to the
+closest generic coding request (`agnostic_generic`, as e5's `generic`), under the profile's
 `second_calibration`; the weight and the calibration are chosen leave-one-corpus-out by
 `bench/relevance.py`.
 
@@ -78,10 +79,21 @@ class SecondOpinion:
         try:
             ahead = self._ahead
             vector = ahead[1] if ahead and ahead[0] == text else self.embedder.embed_query(text)
-            return AgnosticQuery(self.model_id, vector, candidates)
+            return AgnosticQuery(self.model_id, vector, candidates, self.generic(vector))
         except Exception as exc:  # noqa: BLE001 - an opinion: the search goes on without it
             log.warning("second opinion unavailable: %s", type(exc).__name__)
             return None
+
+    def generic(self, vector: Any) -> float:
+        """The prompt's (`vector`) cosine to the closest generic coding request by this model
+        (`embed.generic`: its 189 texts embed in ~0.1 s, once a process, kept in memory)."""
+        import numpy as np
+
+        from ..embed import generic
+
+        matrix = generic.vectors(self.embedder)
+        assert matrix is not None  # embedded when not cached
+        return float(np.max(matrix @ np.asarray(vector, dtype=np.float32)))
 
     def answered(self, text: str) -> SecondOpinion:
         """This opinion with the prompt `text` embedded now, for a warm search to use later.
@@ -119,7 +131,11 @@ def load_second_opinion() -> SecondOpinion | None:
     from ..embed.use import load_second_opinion_model
 
     model = load_second_opinion_model()
-    return SecondOpinion(model) if model is not None else None
+    if model is None:
+        return None
+    opinion = SecondOpinion(model)
+    opinion.generic(model.embed_query("warm up"))  # the generic requests, embedded once
+    return opinion
 
 
 _shared_lock = threading.Lock()

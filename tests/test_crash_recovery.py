@@ -175,3 +175,24 @@ def test_a_killed_writers_lease_is_taken_over_at_once_and_a_running_ones_is_not(
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_a_writer_waiting_for_another_machines_lease_says_so_once(conn, vault, caplog):
+    from vaultmem.index.lease import VaultLease
+    from vaultmem.store import db
+
+    v = db.register_vault(conn, vault.root)
+    _lease_held_by(conn, v.id, "another-machine", 4242)
+    conn.execute(
+        "UPDATE writer_leases SET expires_at = now() + interval '1 second' WHERE vault_id = %s",
+        (v.id,),
+    )
+    conn.commit()
+    with caplog.at_level("WARNING", logger="vaultmem.index.lease"):
+        lease = VaultLease(conn, v, 60)
+        lease.acquire(wait=60)  # polls until that lease runs out
+    assert lease.held
+    said = [r.getMessage() for r in caplog.records if r.name == "vaultmem.index.lease"]
+    assert len(said) == 1
+    assert "another-machine, pid 4242" in said[0] and "runs out within" in said[0]
+    lease.release()

@@ -56,6 +56,7 @@ class VaultLease:
         """Take the lease, waiting (polling) while another writer holds it."""
         deadline = time.monotonic() + wait
         delay = 0.05
+        told = False
         while True:
             if leases.acquire(self.conn, self.vault.id, self.who, self.seconds) is not None:
                 self.held = True
@@ -71,6 +72,18 @@ class VaultLease:
                     self.held = True
                     return
                 continue  # released or taken meanwhile: ask again
+            if other is not None and not told and wait > 0:
+                # Said once, so a run that waits (another machine's writer, or one that died
+                # there and whose lease has yet to run out) is not silent.
+                told = True
+                log.warning(
+                    "waiting for another writer of vault %s (%s, pid %s); if it has stopped, "
+                    "its lease runs out within %.0f s",
+                    self.vault.name,
+                    other.hostname,
+                    other.pid,
+                    other.remaining,
+                )
             if time.monotonic() >= deadline:
                 since = ""
                 if other is not None:

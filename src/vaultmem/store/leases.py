@@ -69,6 +69,8 @@ class LeaseState:
     acquired_at: datetime
     expires_at: datetime
     expired: bool
+    # Seconds until it expires, by the server's clock (0 once expired; `lease_of` only)
+    remaining: float = 0.0
 
 
 def acquire(conn: Conn, vault_id: int, who: Holder, seconds: float) -> LeaseState | None:
@@ -142,7 +144,8 @@ def release(conn: Conn, vault_id: int, who: Holder) -> None:
 
 def lease_of(conn: Conn, vault_id: int) -> LeaseState | None:
     row = conn.execute(
-        "SELECT holder, hostname, pid, acquired_at, expires_at, expires_at < now() AS expired"
+        "SELECT holder, hostname, pid, acquired_at, expires_at, expires_at < now() AS expired,"
+        " greatest(extract(epoch FROM expires_at - now()), 0)::float8 AS remaining"
         " FROM writer_leases WHERE vault_id = %s",
         (vault_id,),
     ).fetchone()
@@ -158,4 +161,5 @@ def _state(row: Any) -> LeaseState:
         row["acquired_at"],
         row["expires_at"],
         bool(row["expired"]),
+        float(row.get("remaining") or 0.0),
     )

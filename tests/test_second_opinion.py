@@ -263,6 +263,31 @@ def test_a_search_with_the_opinion_weighs_how_close_it_puts_the_prompt_to_generi
         assert v.signals.agnostic_generic == pytest.approx(want, abs=1e-3)
 
 
+def test_status_says_how_many_chunks_have_the_second_opinions_vector(
+    dev_vault: Vault, opinion: SecondOpinion
+) -> None:
+    import json
+
+    def shown() -> tuple[dict[str, Any], str]:
+        as_json = CliRunner().invoke(cli, ["status", "--json"])
+        text = CliRunner().invoke(cli, ["status"])
+        assert as_json.exit_code == 0 and text.exit_code == 0, text.output
+        [row] = json.loads(as_json.output)["vaults"]
+        return row, text.output
+
+    row, text = shown()
+    assert row["second_opinion"] and row["second_opinion_missing"] == row["chunks"] > 0
+    assert f"second opinion: 0 of {row['chunks']} chunks have its vectors (filled" in text
+    settings = load_settings(dev_vault.root)
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, dev_vault.root)
+        assert vault is not None
+        opinion.fill(conn, vault.id, go_on=lambda: True)
+    row, text = shown()
+    assert row["second_opinion_missing"] == 0
+    assert f"second opinion: {row['chunks']} of {row['chunks']} chunks have its vectors\n" in text
+
+
 def test_a_failing_second_opinion_leaves_the_search_judged_without_it(
     dev_vault: Vault, opinion: SecondOpinion
 ) -> None:

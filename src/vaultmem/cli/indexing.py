@@ -338,6 +338,12 @@ def _echo_vault_health(v: VaultStatus) -> None:
     else:
         echo("  last run: none recorded")
     echo(f"  embeddings: {_embedding_line(v)}")
+    if v.second_opinion:
+        filled = v.chunks - v.second_opinion_missing
+        line = f"  second opinion: {filled} of {v.chunks} chunks have its vectors"
+        if v.second_opinion_missing:
+            line += " (filled after the embeddings by the next ingest, or by the warm service)"
+        echo(line)
     hook = v.hook_log_last
     if hook and " error" in hook:
         echo(f"  last hook: {hook}")

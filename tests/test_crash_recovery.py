@@ -134,14 +134,18 @@ def test_twenty_sigkills_with_commits_landing_between_crashes_converge(conn, vau
     crash_scenario(conn, vault, tmp_path, base=200, new=400, kills=20, seed=11, churn=True)
 
 
-def _lease_held_by(conn, vault_id: int, hostname: str, pid: int) -> None:
-    """The vault's lease as a writer left it: held by `pid` on `hostname` for another hour."""
+def _lease_held_by(conn, vault_id: int, hostname: str, pid: int, space: str | None = None) -> None:
+    """The vault's lease as a writer left it: held by `pid` on `hostname` for another hour, in
+    process space `space` (this process's by default: `leases.process_space`)."""
+    from vaultmem.store import leases
+
+    space = leases.process_space() if space is None else space
     conn.execute(
         "INSERT INTO writer_leases (vault_id, holder, hostname, pid, expires_at)"
         " VALUES (%s, %s, %s, %s, now() + interval '1 hour')"
         " ON CONFLICT (vault_id) DO UPDATE SET holder = EXCLUDED.holder,"
         " hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, expires_at = EXCLUDED.expires_at",
-        (vault_id, f"{hostname}:{pid}:test", hostname, pid),
+        (vault_id, f"{hostname}:{pid}:{space}:test", hostname, pid),
     )
     conn.commit()
 
@@ -167,9 +171,11 @@ def test_a_killed_writers_lease_is_taken_over_at_once_and_a_running_ones_is_not(
         conn.commit()
         assert holder == lease.who.token
         lease.release()
-        # A writer still running here, or any on another machine, keeps its lease.
-        for hostname, pid in ((here, alive.pid), ("another-machine", gone.pid)):
-            _lease_held_by(conn, v.id, hostname, pid)
+        # A writer still running here keeps its lease; so does one of another machine, even
+        # one with the same name (two laptops both called "MacBook-Pro"), or one from before a
+        # reboot: its pid means nothing here.
+        for space, pid in ((None, alive.pid), ("another-boot.1", gone.pid), ("", gone.pid)):
+            _lease_held_by(conn, v.id, here, pid, space)
             with pytest.raises(WriterBusy):
                 VaultLease(conn, v, 60).acquire(wait=0)
     finally:
@@ -182,7 +188,7 @@ def test_a_writer_waiting_for_another_machines_lease_says_so_once(conn, vault, c
     from vaultmem.store import db
 
     v = db.register_vault(conn, vault.root)
-    _lease_held_by(conn, v.id, "another-machine", 4242)
+    _lease_held_by(conn, v.id, "another-machine", 4242, "another-boot.1")
     conn.execute(
         "UPDATE writer_leases SET expires_at = now() + interval '1 second' WHERE vault_id = %s",
         (v.id,),

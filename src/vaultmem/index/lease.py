@@ -10,10 +10,11 @@ move the watermark); embedding is done without it, through claims any worker can
 writer that stalled past the lease finds out before it writes, and a crashed one's lease
 expires after VAULTMEM_WRITER_LEASE seconds.
 
-A writer on this machine whose process is gone (SIGKILL, out of memory, a reboot) does not make
-the next run wait for that expiry: its lease is taken over at once (`_gone`). The judgement
-needs no certainty: were that writer alive after all (a pid namespace of its own under the same
-hostname), its next write transaction would find the lease gone and write nothing.
+A writer on this machine whose process is gone (SIGKILL, out of memory) does not make the next
+run wait for that expiry: its lease is taken over at once (`_gone`). "This machine" is the
+holder's process space (the kernel's boot id and pid namespace, in its token), not its
+hostname, which other machines may share. Were the judgement wrong all the same, the writer
+still alive would find the lease gone at its next write transaction and write nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import contextlib
 import logging
 import os
 import random
-import socket
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -132,8 +132,9 @@ class VaultLease:
 
 
 def _gone(lease: leases.LeaseState) -> bool:
-    """Whether the lease's holder was a process on this machine that is no longer running."""
-    if lease.pid is None or lease.pid <= 0 or lease.hostname != socket.gethostname():
+    """Whether the lease's holder was a process of this machine (this boot, this pid
+    namespace: `leases.in_this_space`) that is no longer running."""
+    if lease.pid is None or lease.pid <= 0 or not leases.in_this_space(lease.holder):
         return False
     try:
         os.kill(lease.pid, 0)

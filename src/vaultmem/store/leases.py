@@ -30,7 +30,9 @@ __all__ = [
     "LeaseState",
     "acquire",
     "holder",
+    "in_this_space",
     "lease_of",
+    "process_space",
     "release",
     "renew",
     "take_over",
@@ -51,12 +53,36 @@ class Holder:
 
 
 def holder() -> Holder:
-    """A new holder for this process (one per writer run)."""
+    """A new holder for this process (one per writer run). Its token names the process space
+    it runs in (`process_space`), so that a writer can tell a lease left by a process of its
+    own space (whose pid it can check) from one of another machine that has the same name."""
     return Holder(
-        f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}",
+        f"{socket.gethostname()}:{os.getpid()}:{process_space()}:{uuid.uuid4().hex[:12]}",
         socket.gethostname(),
         os.getpid(),
     )
+
+
+def process_space() -> str:
+    """Where this process's pids mean something: this boot of this kernel and this pid
+    namespace (Linux: the kernel's boot id and the namespace's inode), "" where that cannot be
+    read (then no lease is ever judged by its pid). Hostnames are no such thing: two laptops
+    are both "MacBook-Pro", and containers of one host may share its name."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            boot = fh.read().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+    digits = "".join(c for c in namespace if c.isdigit())
+    return f"{boot}.{digits}" if boot and digits else ""
+
+
+def in_this_space(token: str) -> bool:
+    """Whether a holder token (`holder`) was made by a process of this process space."""
+    here = process_space()
+    parts = token.split(":")
+    return bool(here) and len(parts) == 4 and parts[2] == here
 
 
 @dataclass(frozen=True)

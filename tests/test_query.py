@@ -218,6 +218,63 @@ def test_vector_candidates_use_the_partial_hnsw_index(conn, vault_id, embedder):
     assert db.hnsw_index_name(embedder.model_id) in text
 
 
+def test_an_exact_scan_never_uses_the_hnsw_index_and_finds_what_it_finds(conn, vault_id, embedder):
+    kw = dict(
+        qvec=embedder.embed_query("nginx reverse proxy"),
+        model_id=embedder.model_id,
+        dim=embedder.dimension,
+        terms=["nginx"],
+        n=50,
+    )
+    rows = {}
+    for exact in (False, True):
+        statement, params = candidate_query(vault_id, exact=exact, **kw)
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            plan = conn.execute(sql_explain(statement), params).fetchall()
+            found = conn.execute(statement, params).fetchall()
+        text = "\n".join(str(next(iter(r.values()))) for r in plan)
+        assert (db.hnsw_index_name(embedder.model_id) in text) is not exact
+        rows[exact] = sorted((r["path"], r["chunk_index"], r["vrank"]) for r in found)
+    assert rows[True] == rows[False]  # a vault this small: the index finds every chunk too
+
+
+def test_a_vault_that_is_a_small_share_of_the_table_is_scanned_row_by_row(conn, tmp_path):
+    from vaultmem.search.candidates import EXACT_SCAN_WORK, exact_scan
+
+    def chunks(vault: int, n: int) -> None:
+        conn.execute(
+            "INSERT INTO memory_notes (vault_id, path, blob_sha, commit_sha)"
+            " VALUES (%s, 'n.md', 'b', 'c')",
+            (vault,),
+        )
+        conn.execute(
+            "INSERT INTO memory_primary (vault_id, path, chunk_index, content, content_hash,"
+            " lexemes) SELECT %s, 'n.md', i, 'text ' || i, md5(i::text),"
+            " to_tsvector('simple', 'text ' || i) FROM generate_series(0, %s - 1) i",
+            (vault, n),
+        )
+        conn.commit()
+        autocommit = conn.autocommit
+        conn.autocommit = True
+        conn.execute("ANALYZE memory_primary")  # the planner's row count, as autovacuum keeps it
+        conn.autocommit = autocommit
+
+    small = db.register_vault(conn, tmp_path / "small")
+    big = db.register_vault(conn, tmp_path / "big")
+    other = db.register_vault(conn, tmp_path / "other")
+    chunks(small.id, 20)
+    chunks(big.id, int(EXACT_SCAN_WORK * 1.5))
+    assert exact_scan(conn, small.id)  # 20 chunks: comparing them all is the cheaper walk
+    assert not exact_scan(conn, big.id)  # alone in the table but for 20: the index
+    chunks(other.id, int(EXACT_SCAN_WORK * 3))
+    # A new connection (the choice is remembered per connection for a minute): now a third of
+    # the table, the big vault is cheaper to scan row by row than to find in the index.
+    with db.connect_url(conn.info.dsn) as fresh:
+        assert exact_scan(fresh, big.id)
+
+
 def sql_explain(statement):
     from psycopg import sql
 

@@ -202,3 +202,14 @@ def test_a_writer_waiting_for_another_machines_lease_says_so_once(conn, vault, c
     assert len(said) == 1
     assert "another-machine, pid 4242" in said[0] and "runs out within" in said[0]
     lease.release()
+
+
+def test_only_a_holder_token_of_this_process_space_is_judged_by_its_pid():
+    from vaultmem.store import leases
+
+    here = leases.process_space()
+    assert here  # Linux: the boot id and the pid namespace
+    assert leases.in_this_space(leases.holder().token)
+    assert not leases.in_this_space("laptop:4242:0123456789ab")  # a token of before this change
+    assert not leases.in_this_space(f"laptop:4242:{here}x:0123456789ab")
+    assert not leases.in_this_space("laptop:4242::0123456789ab")

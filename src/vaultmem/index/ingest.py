@@ -388,24 +388,20 @@ class Ingester:
     ) -> None:
         """Once every chunk has its vector: give the chunks their second opinion's vector too
         (`search.second_opinion`), where the vault's model is calibrated with it. The model
-        (~1.3 s to load) is loaded only when a chunk lacks one; a new commit pauses it like the
-        backlog. Best effort: searches judge a chunk without one as a one-shot hook does."""
+        (~1.3 s to load) is loaded only when a chunk needs embedding (`agnostic.fill`); a new
+        commit pauses it like the backlog. Best effort: searches judge a chunk without one as a
+        one-shot hook does."""
         from ..embed import use
         from . import agnostic
 
         if not use.wants_second_opinion(self.settings):
             return
-        missing = claims.missing_agnostic(self.conn, self.vault.id, use.UseEmbedder.model_id)
-        self.conn.commit()
-        if not missing:
-            return
-        model = use.second_opinion_model()
-        if model is None:
-            return
         result.second_opinion += agnostic.fill(
             self.conn,
             self.vault.id,
-            model,
+            use.UseEmbedder.model_id,
+            use.UseEmbedder.dimension,
+            use.second_opinion_model,
             go_on=lambda: not should_pause(),
             progress=lambda done, total: self.progress("second opinion", done, total),
         )

@@ -121,7 +121,16 @@ class SecondOpinion:
         """Give the vault's chunks their vector from this model (`index.agnostic.fill`)."""
         from ..index import agnostic
 
-        return agnostic.fill(conn, vault_id, self.embedder, go_on=go_on, progress=progress)
+        model = self.embedder
+        return agnostic.fill(
+            conn,
+            vault_id,
+            model.model_id,
+            model.dimension,
+            lambda: model,
+            go_on=go_on,
+            progress=progress,
+        )
 
 
 def load_second_opinion() -> SecondOpinion | None:
@@ -133,9 +142,10 @@ def load_second_opinion() -> SecondOpinion | None:
     model = load_second_opinion_model()
     if model is None:
         return None
-    opinion = SecondOpinion(model)
-    opinion.generic(model.embed_query("warm up"))  # the generic requests, embedded once
-    return opinion
+    from ..embed import generic
+
+    generic.vectors(model)  # the generic requests, embedded once, before the first prompt
+    return SecondOpinion(model)
 
 
 _shared_lock = threading.Lock()

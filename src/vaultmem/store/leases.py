@@ -14,6 +14,7 @@ the caller, as `tables` does, except `acquire` and `release`, which commit.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import uuid
@@ -63,6 +64,7 @@ def holder() -> Holder:
     )
 
 
+@functools.cache
 def process_space() -> str:
     """Where this process's pids mean something: this boot of this kernel and this pid
     namespace (Linux: the kernel's boot id and the namespace's inode), "" where that cannot be

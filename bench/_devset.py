@@ -236,25 +236,21 @@ AGNOSTIC_WEIGHTS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
 
 
 def dump_warm(
-    corpus: DevCorpus, conn: Any, vault_id: int, embedder: Any, opinion: Any
+    corpus: DevCorpus, conn: Any, vault_id: int, embedder: Any, opinion: Any, base: Any
 ) -> dict[float, list[Searched]]:
-    """Every prompt searched once as the warm path searches it (the second opinion's list and
-    cosines in the candidate statement), fused with each of AGNOSTIC_WEIGHTS."""
+    """Every prompt searched once as the warm path searches it with the profile `base` (the
+    second opinion's list, `base.agnostic_candidates` long, and its cosines in the candidate
+    statement), fused with each of AGNOSTIC_WEIGHTS."""
     import dataclasses
 
-    from vaultmem.search import (
-        fetch_candidates,
-        fuse_candidates,
-        fusion_for,
-        is_content_free,
-        query_stats,
-    )
+    from vaultmem.search import fetch_candidates, fuse_candidates, is_content_free, query_stats
 
-    base = fusion_for(embedder.model_id)
     opinion.fill(conn, vault_id, go_on=lambda: True)  # as the warm service's fill leaves it
     out: dict[float, list[Searched]] = {w: [] for w in AGNOSTIC_WEIGHTS}
     for p in corpus.prompts:
-        c = fetch_candidates(conn, vault_id, p.text, embedder, k=10, agnostic=opinion.query(p.text))
+        c = fetch_candidates(
+            conn, vault_id, p.text, embedder, k=10, fusion=base, agnostic=opinion.query(p.text)
+        )
         stats = query_stats(c)
         for w in AGNOSTIC_WEIGHTS:
             hits = fuse_candidates(c, dataclasses.replace(base, agnostic_weight=w))[:20]
@@ -295,18 +291,23 @@ def _cached(
 
 
 def load_or_dump_warm(
-    corpus: DevCorpus, embedder: Any, settings: Any, root: Path, opinion: Any
+    corpus: DevCorpus, embedder: Any, settings: Any, root: Path, opinion: Any, base: Any
 ) -> dict[float, list[Searched]]:
-    """`dump_warm`, cached under VAULTMEM_BENCH_DIR like `load_or_dump`."""
-    sig = (sorted((p.text, p.group) for p in corpus.prompts), AGNOSTIC_WEIGHTS)
+    """`dump_warm`, cached under VAULTMEM_BENCH_DIR like `load_or_dump` (one dump per length of
+    the second opinion's list)."""
+    sig = (
+        sorted((p.text, p.group) for p in corpus.prompts),
+        AGNOSTIC_WEIGHTS,
+        base.agnostic_candidates,
+    )
     return _cached(
         corpus,
         embedder,
         settings,
         root,
-        "-warm",
+        f"-warm{base.agnostic_candidates}",
         sig,
-        lambda conn, vault_id: dump_warm(corpus, conn, vault_id, embedder, opinion),
+        lambda conn, vault_id: dump_warm(corpus, conn, vault_id, embedder, opinion, base),
     )
 
 

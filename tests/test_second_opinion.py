@@ -222,6 +222,51 @@ def test_the_second_opinion_adds_its_own_list_and_a_cosine_for_every_candidate(
     assert 0 < gain <= 1.0 + 1e-9  # its first place: at most a full part of weight 1
 
 
+def test_the_second_opinions_list_is_as_long_as_the_profile_says(
+    dev_vault: Vault, opinion: SecondOpinion
+) -> None:
+    from vaultmem.embed import get_embedder
+    from vaultmem.search import fetch_candidates, fusion_for
+
+    settings = load_settings(dev_vault.root)
+    embedder = get_embedder(settings)
+    profile = fusion_for(embedder.model_id)
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, dev_vault.root)
+        assert vault is not None
+        opinion.fill(conn, vault.id, go_on=lambda: True)
+        asked = opinion.query(QUESTION)
+        assert asked is not None
+        lists = {
+            n: fetch_candidates(
+                conn,
+                vault.id,
+                QUESTION,
+                embedder,
+                k=5,
+                fusion=dataclasses.replace(profile, agnostic_candidates=n),
+                agnostic=asked,
+            )
+            for n in (2, 50)
+        }
+    ranked = {
+        n: sorted((r for r in c.rows if r["urank"] is not None), key=lambda r: r["urank"])
+        for n, c in lists.items()
+    }
+    assert {r["path"] for r in ranked[50]} == set(DEV_VAULT)  # every chunk at 50
+    assert len(ranked[50]) > 2
+    # the short list is the long one's head; every candidate still has its cosine
+    assert [(r["path"], r["urank"]) for r in ranked[2]] == [
+        (r["path"], r["urank"]) for r in ranked[50][:2]
+    ]
+    assert all(r["ucos"] is not None for r in lists[2].rows)
+    # the other lists are as long as before: only the second opinion's is shorter
+    for key in ("vrank", "lrank"):
+        assert {(r["path"], r[key]) for r in lists[2].rows if r[key] is not None} == {
+            (r["path"], r[key]) for r in lists[50].rows if r[key] is not None
+        }
+
+
 def test_a_search_that_prefetches_its_query_vector_fetches_the_same_candidates(
     dev_vault: Vault, opinion: SecondOpinion
 ) -> None:

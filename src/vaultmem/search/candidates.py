@@ -18,6 +18,7 @@ memory_lexicon, memory_lexical_stats) and the planner's row estimate of memory_p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import weakref
@@ -65,12 +66,13 @@ def _nearest_cte(
     dim: int,
     filters: sql.Composable,
     exact: bool = False,
+    limit: str = "n",
 ) -> sql.Composable:
     """A nearest-neighbour candidate list: the vault's chunks by the cosine distance of their
     `column` vector (from `model_id`, whose partial HNSW index serves the ORDER BY; iterative
     scans fill the list past the vault's filter) to the query vector `param`, ranked as `rank`
-    in the CTE `{name}_ranked`. `exact` (`exact_scan`): every row of the vault compared
-    instead, in an ORDER BY the index cannot serve."""
+    in the CTE `{name}_ranked`, at most the parameter `limit` of them. `exact` (`exact_scan`):
+    every row of the vault compared instead, in an ORDER BY the index cannot serve."""
     # Literal model id and dimension: the planner must see the partial index's exact predicate
     # and expression to use it, which a bind parameter would hide in a generic plan.
     vec = sql.SQL("p.{col}::vector({dim})").format(col=sql.Identifier(column), dim=sql.Literal(dim))
@@ -82,7 +84,7 @@ def _nearest_cte(
             FROM memory_primary p
             WHERE p.{model_column} = {model} AND p.vault_id = %(vault)s{filters}
             ORDER BY {order}
-            LIMIT %(n)s
+            LIMIT %({limit})s
         ),
         {ranked} AS (
             SELECT path, chunk_index, distance,
@@ -99,6 +101,7 @@ def _nearest_cte(
         model_column=sql.Identifier(model_column),
         model=sql.Literal(model_id),
         filters=filters,
+        limit=sql.SQL(limit),
     )
 
 
@@ -115,9 +118,18 @@ def _agnostic_cte(
     model_id: str, dim: int, filters: sql.Composable, exact: bool = False
 ) -> sql.Composable:
     # The second opinion's list (`second_opinion`), over the chunks' second-opinion vectors
-    # and that model's partial HNSW index (`db.ensure_agnostic_index`).
+    # and that model's partial HNSW index (`db.ensure_agnostic_index`), `AgnosticQuery.n` long.
     return _nearest_cte(
-        "agn", "urank", "agnostic", "agnostic_model_id", "avec", model_id, dim, filters, exact
+        "agn",
+        "urank",
+        "agnostic",
+        "agnostic_model_id",
+        "avec",
+        model_id,
+        dim,
+        filters,
+        exact,
+        limit="un",
     )
 
 
@@ -395,6 +407,7 @@ def candidate_query(
         params["qvec"] = np.asarray(qvec, dtype=np.float32)
     if agnostic is not None:
         params["avec"] = np.asarray(agnostic.vector, dtype=np.float32)
+        params["un"] = agnostic.n or n
     if lexical is not None:
         params["lpath"] = [r["path"] for r in lexical]
         params["lchunk"] = [r["chunk_index"] for r in lexical]
@@ -474,6 +487,8 @@ class AgnosticQuery:
     candidates: bool = True
     # The prompt's cosine by this model to the closest generic coding request (`embed.generic`)
     generic_similarity: float | None = None
+    # The length of its own list; None: as long as the other lists (the statement's `n`)
+    n: int | None = None
 
 
 @dataclass(frozen=True)
@@ -545,6 +560,7 @@ def fetch_candidates(
         conn.commit()  # like db.py's readers: leave an idle connection idle
     if qvec is None and not terms:
         return Candidates(query, all_terms, [], False, False)
+    profile = fusion_or_default(fusion, embedder)
     statement, params = candidate_query(
         vault_id,
         qvec=qvec,
@@ -556,13 +572,17 @@ def fetch_candidates(
         tag=tag,
         evidence_terms=all_terms,
         lexical=lexical,
-        agnostic=agnostic if qvec is not None else None,
+        agnostic=(
+            dataclasses.replace(agnostic, n=agnostic.n or profile.agnostic_candidates)
+            if qvec is not None and agnostic is not None
+            else None
+        ),
         exact=exact,
     )
     rows = _candidates(conn, statement, params, vector=qvec is not None, n=n)
     similar = None
     if qvec is not None and embedder is not None:
-        if fusion_or_default(fusion, embedder).generic_margin is not None:
+        if profile.generic_margin is not None:
             similar = generic.similarity(embedder, qvec)
     return Candidates(
         query,

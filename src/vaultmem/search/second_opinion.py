@@ -6,12 +6,12 @@ unrelated English prompts sit closer to a Chinese vault than its real English qu
 on long English conversations it puts the answer to a Chinese question in the first five for
 one question in five (issue 27, `bench/use_ranking.py`). Universal Sentence Encoder
 multilingual v3 was trained to align translations. The candidate statement adds its own
-candidate list (weighed by `Fusion.agnostic_weight`) and every candidate's cosine by it
-(`candidates.AgnosticQuery`), and the gate reads that cosine (`Hit.agnostic`) as two more
-signals (`relevance.Signals.agnostic`, `agnostic_lift`), and the prompt's cosine by it to the
-closest generic coding request (`agnostic_generic`, as e5's `generic`), under the profile's
-`second_calibration`; the weight and the calibration are chosen leave-one-corpus-out by
-`bench/relevance.py`.
+candidate list (weighed by `Fusion.agnostic_weight`, its first `Fusion.agnostic_candidates`)
+and every candidate's cosine by it (`candidates.AgnosticQuery`), and the gate reads that
+cosine (`Hit.agnostic`) as two more signals (`relevance.Signals.agnostic`, `agnostic_lift`),
+and the prompt's cosine by it to the closest generic coding request (`agnostic_generic`, as
+e5's `generic`), under the profile's `second_calibration`; the weight and the calibration are
+chosen leave-one-corpus-out by `bench/relevance.py`.
 
 Design decisions:
 - Where the process can afford the model (~1.3 s to load): the warm service and the MCP server

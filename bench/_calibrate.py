@@ -163,21 +163,26 @@ def fit(rows: Sequence[Row]) -> Calibration:
     return choose_bands(rows, draft)
 
 
+def judged(r: Row, cal: Calibration) -> tuple[float, np.ndarray, list[float]]:
+    """A searched row under `cal`'s two models: the prompt's score, the scores of its first
+    PROMPT_WINDOW hits, and those of the relevant notes among them."""
+    hw, hb = np.array(cal.hit_weights), cal.hit_bias
+    first = (r.signals @ hw + hb)[: min(PROMPT_WINDOW, len(r.hits))]
+    p = float(_prompt_vector(r, hw, hb) @ np.array(cal.prompt_weights) + cal.prompt_bias)
+    rel = [float(first[i]) for i in range(len(first)) if r.hits[i].path in r.relevant]
+    return p, first, rel
+
+
 def choose_bands(rows: Sequence[Row], cal: Calibration) -> Calibration:
     """The bands for `cal`'s models on these (training) rows; see the constants above."""
-    hw, hb = np.array(cal.hit_weights), cal.hit_bias
-    pw, pb = np.array(cal.prompt_weights), cal.prompt_bias
     relevant_scores: list[float] = []
     per: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for r in rows:
         if r.stats is None:
             continue
-        scores = r.signals @ hw + hb
-        p = float(_prompt_vector(r, hw, hb) @ pw + pb)
+        p, first, rel = judged(r, cal)
         mine = per.setdefault(r.corpus, {"same": [], "cross": [], "none": []})
-        first = scores[: min(PROMPT_WINDOW, len(r.hits))]
         if r.answerable:
-            rel = [float(first[i]) for i in range(len(first)) if r.hits[i].path in r.relevant]
             if rel:
                 relevant_scores += rel
                 mine["cross" if r.group == "cross" else "same"].append((p, max(rel)))

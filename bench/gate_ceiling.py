@@ -42,7 +42,7 @@ import _calibrate
 import numpy as np
 import relevance
 
-from vaultmem.search.relevance import PROMPT_WINDOW, Calibration
+from vaultmem.search.relevance import Calibration
 
 # Each bar: (name, figure, bound, is a floor, the unit its slack is measured in).
 BARS = (
@@ -68,8 +68,6 @@ class Scored:
 
 
 def scored(rows: Sequence[_calibrate.Row], cal: Calibration) -> Scored:
-    hw, hb = np.array(cal.hit_weights), cal.hit_bias
-    pw, pb = np.array(cal.prompt_weights), cal.prompt_bias
     groups: dict[str, list[tuple[float, float, float, float]]] = {"same": [], "cross": []}
     none: list[tuple[float, float]] = []
     for r in rows:
@@ -80,10 +78,8 @@ def scored(rows: Sequence[_calibrate.Row], cal: Calibration) -> Scored:
             else:
                 none.append((-np.inf, -np.inf))
             continue
-        first = (r.signals @ hw + hb)[:PROMPT_WINDOW]
-        p = float(_calibrate._prompt_vector(r, hw, hb) @ pw + pb)
+        p, first, rel = _calibrate.judged(r, cal)
         if r.answerable:
-            rel = [float(first[i]) for i in range(len(first)) if r.hits[i].path in r.relevant]
             groups[group].append(
                 (p, max(rel, default=-np.inf), float(first.max()), float(bool(rel)))
             )

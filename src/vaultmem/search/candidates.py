@@ -18,7 +18,6 @@ memory_lexicon, memory_lexical_stats) and the planner's row estimate of memory_p
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 import weakref
@@ -118,7 +117,7 @@ def _agnostic_cte(
     model_id: str, dim: int, filters: sql.Composable, exact: bool = False
 ) -> sql.Composable:
     # The second opinion's list (`second_opinion`), over the chunks' second-opinion vectors
-    # and that model's partial HNSW index (`db.ensure_agnostic_index`), `AgnosticQuery.n` long.
+    # and that model's partial HNSW index (`db.ensure_agnostic_index`), `agnostic_n` long.
     return _nearest_cte(
         "agn",
         "urank",
@@ -363,12 +362,15 @@ def candidate_query(
     evidence_terms: Sequence[str] = (),
     lexical: Sequence[dict[str, Any]] | None = None,
     agnostic: AgnosticQuery | None = None,
+    agnostic_n: int | None = None,
     exact: bool = False,
 ) -> tuple[sql.Composed, dict[str, Any]]:
     """The one statement that fetches both candidate lists with text and metadata.
 
     `matched` counts the `evidence_terms` each candidate contains (for the relevance gate).
     `lexical`: the full-text list already fetched (`lexical_query`), used as it is.
+    `agnostic_n`: the second opinion's list that long (`Fusion.agnostic_candidates`); None: as
+    long as the others (`n`).
     `exact`: the nearest-neighbour lists compare every row of the vault (`exact_scan`).
     """
     filters = _filters(path_prefix, tag)
@@ -407,7 +409,7 @@ def candidate_query(
         params["qvec"] = np.asarray(qvec, dtype=np.float32)
     if agnostic is not None:
         params["avec"] = np.asarray(agnostic.vector, dtype=np.float32)
-        params["un"] = agnostic.n or n
+        params["un"] = agnostic_n or n
     if lexical is not None:
         params["lpath"] = [r["path"] for r in lexical]
         params["lchunk"] = [r["chunk_index"] for r in lexical]
@@ -487,8 +489,6 @@ class AgnosticQuery:
     candidates: bool = True
     # The prompt's cosine by this model to the closest generic coding request (`embed.generic`)
     generic_similarity: float | None = None
-    # The length of its own list; None: as long as the other lists (the statement's `n`)
-    n: int | None = None
 
 
 @dataclass(frozen=True)
@@ -572,11 +572,8 @@ def fetch_candidates(
         tag=tag,
         evidence_terms=all_terms,
         lexical=lexical,
-        agnostic=(
-            dataclasses.replace(agnostic, n=agnostic.n or profile.agnostic_candidates)
-            if qvec is not None and agnostic is not None
-            else None
-        ),
+        agnostic=agnostic if qvec is not None else None,
+        agnostic_n=profile.agnostic_candidates,
         exact=exact,
     )
     rows = _candidates(conn, statement, params, vector=qvec is not None, n=n)

@@ -88,6 +88,11 @@ ALTER TABLE memory_primary ADD COLUMN IF NOT EXISTS agnostic_model_id text;
 CREATE INDEX IF NOT EXISTS memory_primary_agnostic_backlog ON memory_primary (vault_id)
     WHERE agnostic IS NULL;
 
+-- Each line of a chunk's text: its line in the file (0 for a line the chunker added), so a
+-- delivered passage names the lines it holds and the agent can read around them with `get`.
+-- NULL for chunks of an older chunker (re-chunked on the vault's next run).
+ALTER TABLE memory_primary ADD COLUMN IF NOT EXISTS line_map integer[];
+
 -- A chunk's vectors and text stay in its row. With PostgreSQL's default (move values out of
 -- line once a row passes ~2 KB) a 384-dimension vector plus a 512-dimension one always went to
 -- the TOAST table, so every candidate the search scored or returned cost a TOAST lookup per

@@ -249,7 +249,7 @@ def test_the_pointer_block_stays_within_its_budget_and_five_lines(pointers, budg
 def test_pointers_say_which_words_matched_as_the_prompt_spells_them():
     from sample_notes import a_hit
 
-    from vaultmem.agent.context import pointer_of
+    from vaultmem.agent.delivery import reason
     from vaultmem.search.prompt import search_terms
 
     hit = a_hit(
@@ -258,6 +258,11 @@ def test_pointers_say_which_words_matched_as_the_prompt_spells_them():
         title="Backups",
         matched=frozenset(search_terms("restore zephyrquill")),
     )
-    p = pointer_of(hit, "How do I restore the Zephyrquill archive?")
-    assert p.why == "shares: restore, Zephyrquill"
-    assert (p.path, p.title, p.heading) == ("ops/backup.md", "Backups", "KMS")
+    assert reason(hit, "How do I restore the Zephyrquill archive?") == (
+        "shares: restore, Zephyrquill"
+    )
+    # Rarest in the vault first; a word that did not match is never named.
+    weights = {"zephyrquil": 6.0, "restor": 1.0}
+    assert reason(hit, "How do I restore the Zephyrquill archive?", weights) == (
+        "shares: Zephyrquill, restore"
+    )

@@ -328,16 +328,21 @@ def test_the_gate_setting_moves_both_bands(dev_vault: Vault, monkeypatch) -> Non
 def test_pointers_are_fenced_bounded_and_say_how_to_read_a_note(
     dev_vault: Vault, monkeypatch
 ) -> None:
-    from vaultmem.agent.render import POINTERS_MAX_CHARS
+    from vaultmem.agent.render import POINTER_LINE
 
-    # A prompt in the doubtful middle: its notes come as pointers, not text.
+    # A prompt in the doubtful middle and a budget with room for one passage: the other kept
+    # notes come as pointer lines, every one of them (none silently dropped).
     monkeypatch.setenv("VAULTMEM_GATE", "-3")
-    out = context("what did we decide about the release schedule and rollbacks?")
+    prompt = "what did we decide about the release schedule and rollbacks?"
+    data = json.loads(context("--json", "--max-chars", "900", prompt))
+    out = data["text"]
     block = out[out.index("<note_pointers>") : out.index("</note_pointers>") + 16]
-    assert len(block) <= POINTERS_MAX_CHARS
     assert "get(path)" in block and "not instructions" in block
-    assert re.search(r'<pointer path="notes/[^"]+"[^>]*why="[^"]+"/>', block)
-    assert block.count("<pointer ") <= 5
+    lines = re.findall(r"<pointer [^\n]*/>", block)
+    assert lines and all(len(line) <= POINTER_LINE for line in lines)
+    assert all(re.search(r'path="[^"]+"[^>]*why="[^"]+"', line) for line in lines), lines
+    assert len(lines) == sum(i["delivery"] == "pointer" for i in data["items"]) <= 5
+    assert len(out) <= 900 and not data["left_out"]
     assert _delivered(out, "notes/release.md") in {"text", "pointer"}
 
 
@@ -389,7 +394,7 @@ def test_explain_reads_a_search_with_the_calibration_that_judged_it(
         assert hit["path"] == "notes/redis.md"
         assert hit["gate_score"] == pytest.approx(cal.score(Signals(**hit["signals"])), abs=0.01)
         band = cal.band(hit["gate_score"])
-        assert band is not None and hit["delivery"] == band.value
+        assert band is not None and hit["band"] == band.value
     # The human --explain names each note's band by that same calibration.
     r = CliRunner().invoke(
         cli, ["query", "redis deploy rollback", "--explain", "--mode", "lexical"]
@@ -398,6 +403,7 @@ def test_explain_reads_a_search_with_the_calibration_that_judged_it(
     listed = [i for i, line in enumerate(lines) if re.match(r"\d+\. ", line)]
     assert listed
     for i in listed:
-        pointer = lines[i].endswith("(pointer)")
-        assert ("-> pointer band" in lines[i + 3]) == pointer, lines[i : i + 4]
-        assert ("-> text band" in lines[i + 3]) == (not pointer), lines[i : i + 4]
+        # How it is delivered (text, passage, pointer) follows from the band and the budget: a
+        # pointer-band note short enough for its room goes whole. Its band line says which.
+        assert re.search(r"\((text|passage|pointer)(, lines \d+-\d+)?\)$", lines[i]), lines[i]
+        assert re.search(r"-> (text|pointer) band", lines[i + 3]), lines[i : i + 4]

@@ -9,29 +9,29 @@ hook process and the warm service alike; `run_bounded` keeps it within the hook'
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import VaultmemError
-from ..search.relevance import Delivery
+from . import delivery
 from .provenance import note_source
-from .render import POINTERS_MAX_CHARS, Pointer, fit_context, render_memory, render_pointers
+from .render import MemoryBlock, memory_block, render_plan
+from .session import SessionLedger
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from ..config import Settings
     from ..embed import Embedder
-    from ..search import Hit, Prompt, SecondOpinion
+    from ..search import Hit, Prompt, Retrieval, SecondOpinion
     from ..store import db
     from ..store.db import Conn
 
@@ -134,6 +134,38 @@ class ContextResult:
     pointers: tuple[str, ...] = ()  # the notes given as pointers (also in `paths`)
     # Whether the notes were judged with the second opinion too (`search.second_opinion`).
     second_opinion: bool = False
+    # The notes delivered, item by item, and the kept ones left out (`agent.delivery`)
+    plan: delivery.Plan = delivery.Plan()
+    # The preferences block, and what of the file it had no room for
+    preferences: MemoryBlock | None = None
+
+    @property
+    def passages(self) -> tuple[str, ...]:
+        return tuple(i.path for i in self.plan.items if i.form is delivery.Form.PASSAGE)
+
+    @property
+    def left_out(self) -> tuple[str, ...]:
+        return tuple(f"{x.path}: {x.reason}" for x in self.plan.left_out)
+
+    def as_json(self) -> dict[str, object]:
+        """What `vaultmem context --json` prints: the block and its items in order."""
+        prefs = self.preferences
+        return {
+            "text": self.text,
+            "chars": len(self.text),
+            "band": self.band,
+            "second_opinion": self.second_opinion,
+            "preferences": None
+            if prefs is None or not prefs.text
+            else {
+                "source": prefs.source,
+                "chars": len(prefs.text),
+                "left_out": list(prefs.left_out),
+            },
+            "items": [delivery.item_json(i) for i in self.plan.items],
+            "left_out": [{"path": x.path, "reason": x.reason} for x in self.plan.left_out],
+            "notices": list(self.notices),
+        }
 
 
 class Resources(Protocol):
@@ -201,6 +233,7 @@ def build_context(
     claim: tuple[Path, str] | None = None,
     resources: Resources | None = None,
     shared: str | None = None,
+    session: str | None = None,
 ) -> ContextResult:
     """Layer B (preferences) then Layer A (notes relevant to `prompt`), or "" if neither has any.
 
@@ -212,6 +245,8 @@ def build_context(
     callers that must fail open catch them. `resources` supplies the connection and embedder
     (default: `ColdResources`). `shared` names a registered shared vault to read instead of
     `vault_root` (it has no folder on this machine: its notes come from the server).
+    `session` (Claude Code's session id) keeps a chunk delivered in full once in the session
+    from being delivered again (`session.SessionLedger`): it comes back as a one-line reminder.
     """
     from ..search import Prompt
     from ..store import db
@@ -233,6 +268,7 @@ def build_context(
         wants_notes = False
     needs_db = has_vault and (wants_notes or (include_memory and prefs is None))
     hits: list[Hit] = []
+    rarity: dict[str, float] = {}
     provenance: dict[str, dict[str, str]] = {}
     embedder: Embedder | None = None
     opinion = res.second_opinion(settings) if wants_notes else None
@@ -270,7 +306,7 @@ def build_context(
                             prefs = vault_preferences(conn, vault, settings.agent_folder)
                         if wants_notes and asked is not None:
                             embedder = embedder or res.embedder(settings)
-                            hits = _search(
+                            found = _search(
                                 conn,
                                 settings,
                                 vault,
@@ -279,6 +315,7 @@ def build_context(
                                 embedder,
                                 opinion,
                             )
+                            hits, rarity = list(found.hits), found.rarity
                             provenance = sources(conn, vault, hits, settings.agent_folder)
     if include_memory and (prefs is None or (not prefs.text.strip() and prefs.vault_path)):
         if prefs is not None and prefs.notice:
@@ -287,81 +324,79 @@ def build_context(
         prefs = own if own is not None else prefs
     blocks: list[str] = []
     paths: list[str] = []
+    prefs_block: MemoryBlock | None = None
     if prefs is not None:
         if prefs.notice and prefs.notice not in notices:
             notices.append(prefs.notice)
-        block = render_memory(prefs.text, settings.memory_max_chars, source=prefs.source or "")
+        prefs_block = memory_block(prefs.text, settings.memory_max_chars, source=prefs.source or "")
+        block = prefs_block.text
+        if prefs_block.left_out:
+            notices.append(
+                f"{prefs.source or 'MEMORY.md'} is over its {settings.memory_max_chars}-character "
+                f"budget (VAULTMEM_MEMORY_MAX_CHARS): {prefs_block.left_out_text} left out"
+            )
         if block:
             blocks.append(block)
             paths.append(prefs.vault_path or prefs.source or "")
         if prefs.vault_path:
             # The preferences file is already in Layer B; do not spend Layer A's budget on it.
             hits = [h for h in hits if h.path != prefs.vault_path]
-    if settings.memory_file is None:
-        # Without a preferences file of the user's own, the vault's MEMORY.md is Layer B even
-        # when this block leaves it out (`claude-hook --no-memory`: the wrapper put it in the
-        # system prompt already): never a retrieved note as well.
-        hits = [h for h in hits if h.path != VAULT_MEMORY_PATH]
-    budget = settings.context_max_chars if max_chars is None else max_chars
-    texts = [h for h in hits if h.delivery is not Delivery.POINTER]
-    offered = [h for h in hits if h.delivery is Delivery.POINTER]
-    pointer_block, pointed = render_pointers(
-        [
-            pointer_of(h, asked.text if asked is not None else "", provenance.get(h.path))
-            for h in offered
-        ],
-        max_chars=min(POINTERS_MAX_CHARS, budget),
+    ledger = SessionLedger.of(settings.home, session) if session else None
+    chosen = notes_plan(
+        settings,
+        hits,
+        rarity,
+        asked.text if asked is not None else "",
+        provenance,
+        max_chars=max_chars,
+        seen=ledger.seen() if ledger is not None else (),
     )
     band = None
-    if texts:
-        room = budget - (len(pointer_block) + 2 if pointer_block else 0)
-        block, shown = fit_context(texts, max_chars=room, provenance=provenance)
-        if block:
-            blocks.append(block)
-            paths.extend(h.path for h in shown)
-            band = "notes"
-    if pointer_block:
-        blocks.append(pointer_block)
-        paths.extend(p.path for p in pointed)
-        band = band or "pointers"
+    if chosen.items:
+        blocks.append(render_plan(chosen.items))
+        paths.extend(i.path for i in chosen.items)
+        band = "notes" if chosen.delivered else "pointers"
+        if ledger is not None:
+            ledger.add(i.key for i in chosen.delivered)
     return ContextResult(
         "\n\n".join(blocks),
         tuple(notices),
         tuple(paths),
         band,
-        tuple(p.path for p in pointed),
+        tuple(i.path for i in chosen.pointers),
         # a judged hit carries the second opinion's cosine only when the gate weighed it
         second_opinion=band is not None and any(h.agnostic is not None for h in hits),
+        plan=chosen,
+        preferences=prefs_block,
     )
 
 
-def pointer_of(hit: Hit, prompt: str = "", provenance: dict[str, str] | None = None) -> Pointer:
-    """A hit as a pointer: its path, title and heading, and one line on why it may match: the
-    prompt's words the note holds (as the prompt spells them), else that its meaning is close."""
-    said = [word for word, terms in _prompt_words(prompt) if terms & hit.matched]
-    words = said[:4] or sorted(hit.matched, key=lambda w: (-len(w), w))[:4]
-    if words:
-        why = "shares: " + ", ".join(words)
-    elif hit.lexical_imputed:
-        why = "close in meaning, in another language"
-    else:
-        why = "close in meaning"
-    return Pointer(hit.path, hit.title, hit.heading, why, (provenance or {}).get("source"))
-
-
-@functools.lru_cache(maxsize=16)
-def _prompt_words(prompt: str) -> tuple[tuple[str, frozenset[str]], ...]:
-    """The prompt's words as it spells them, each with its search terms: tokenised once per
-    prompt, not once per pointer. A run of CJK text is one "word" here and is left out: its
-    matched bigrams say it better."""
-    from ..search.prompt import search_terms
-
-    out = []
-    for word in dict.fromkeys(prompt.split()[:200]):
-        shown = word.strip(".,;:!?()[]{}\"'`")
-        if shown and len(word) <= 24:
-            out.append((shown, frozenset(search_terms(word))))
-    return tuple(out)
+def notes_plan(
+    settings: Settings,
+    hits: Sequence[Hit],
+    rarity: Mapping[str, float],
+    prompt: str,
+    provenance: Mapping[str, Mapping[str, str]],
+    *,
+    max_chars: int | None = None,
+    seen: Collection[str] = (),
+) -> delivery.Plan:
+    """What the agent gets of a prompt's kept notes (`delivery.plan`), for every reader alike:
+    `vaultmem context`, the hook, `vaultmem query` and MCP `search` (which pass the same
+    settings, so they show the same items in the same order with the same delivery)."""
+    if settings.memory_file is None:
+        # Without a preferences file of the user's own, the vault's MEMORY.md is Layer B even
+        # when this block leaves it out (`claude-hook --no-memory`: the wrapper put it in the
+        # system prompt already): never a retrieved note as well.
+        hits = [h for h in hits if h.path != VAULT_MEMORY_PATH]
+    return delivery.plan(
+        hits,
+        prompt=prompt,
+        weights=delivery.term_weights(rarity),
+        budget=settings.context_max_chars if max_chars is None else max_chars,
+        provenance=provenance,
+        seen=seen,
+    )
 
 
 def _search(
@@ -372,10 +407,10 @@ def _search(
     k: int,
     embedder: Embedder,
     second_opinion: SecondOpinion | None = None,
-) -> list[Hit]:
+) -> Retrieval:
     from ..search import retrieve
 
-    found = retrieve(
+    return retrieve(
         conn,
         vault,
         prompt,
@@ -385,7 +420,6 @@ def _search(
         gate_level=settings.gate,
         second_opinion=second_opinion,
     )
-    return list(found.hits)
 
 
 def sources(
@@ -510,6 +544,7 @@ def hook_context(
         claim=claim,
         resources=resources,
         shared=entry.shared if entry is not None else None,
+        session=session if isinstance(session, str) and session else None,
     )
     injections.record(
         user_home(user),
@@ -523,6 +558,8 @@ def hook_context(
         band=result.band,
         pointers=result.pointers,
         second_opinion=result.second_opinion,
+        passages=result.passages,
+        left_out=result.left_out,
     )
     return result.text
 

@@ -59,11 +59,20 @@ class Injection:
     # Whether the gate also weighed the second, language-agnostic opinion (`search.second_opinion`:
     # the warm service and MCP once it has loaded), or the embedding model's signals alone.
     second_opinion: bool = False
+    # The paths given as passages (part of a chunk) rather than whole, and the notes the gate
+    # kept that the block had no room for, each as "path: why" (`agent.delivery.Plan`).
+    passages: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["paths"] = list(self.paths)
         data["pointers"] = list(self.pointers)
+        for key in ("passages", "left_out"):
+            if getattr(self, key):
+                data[key] = list(getattr(self, key))
+            else:
+                del data[key]
         for key in ("prompt", "band"):
             if data[key] is None:
                 del data[key]
@@ -95,6 +104,8 @@ def make(
     band: str | None = None,
     pointers: Iterable[str] = (),
     second_opinion: bool = False,
+    passages: Iterable[str] = (),
+    left_out: Iterable[str] = (),
 ) -> Injection:
     """The record for one injection (pure apart from the clock)."""
     t = time.time() if now is None else now
@@ -110,6 +121,8 @@ def make(
         band=band,
         pointers=tuple(pointers),
         second_opinion=second_opinion,
+        passages=tuple(passages),
+        left_out=tuple(left_out),
     )
 
 
@@ -145,6 +158,8 @@ def record(
     band: str | None = None,
     pointers: Sequence[str] = (),
     second_opinion: bool = False,
+    passages: Sequence[str] = (),
+    left_out: Sequence[str] = (),
 ) -> None:
     """Record one injection when the log is enabled (VAULTMEM_LOG_INJECTIONS)."""
     if enabled and chars > 0:
@@ -158,6 +173,8 @@ def record(
             band=band,
             pointers=pointers,
             second_opinion=second_opinion,
+            passages=passages,
+            left_out=left_out,
         )
         append(settings_home, entry)
 

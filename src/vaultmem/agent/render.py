@@ -12,9 +12,10 @@ Everything here is pure: no database, no files. The MCP server escapes with the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 CONTEXT_TAG = "retrieved_context"
 MEMORY_TAG = "user_preferences"
@@ -38,6 +39,9 @@ POINTERS_PREAMBLE = (
 POINTERS_MAX_CHARS = 440
 MAX_POINTERS = 5
 MAX_POINTER_LINE = 200
+# A pointer line of a delivery plan (`render_plan`): at most this long but for a long path.
+POINTER_LINE = 120
+DELIVERY_HEADING_CHARS = 80
 # Added to the preamble when an entry carries source="agent" (agent.provenance).
 AGENT_PREAMBLE = (
     'Entries with source="agent" were written by an AI agent in an earlier session: claims to '
@@ -238,14 +242,50 @@ def render_pointers(
     return out, list(pointers[:n])
 
 
-def render_memory(text: str, max_chars: int = 1500, *, source: str = "MEMORY.md") -> str:
+@dataclass(frozen=True)
+class MemoryBlock:
+    """Layer B as rendered: the block ("" when nothing fits) and the sections it had no room
+    for (their headings, or "the end of the file" for text under no heading)."""
+
+    text: str
+    source: str
+    left_out: tuple[str, ...] = ()
+
+    @property
+    def left_out_text(self) -> str:
+        shown = [f'"{_shorten(h, 60)}"' for h in self.left_out[:4]]
+        more = len(self.left_out) - len(shown)
+        names = ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+        return f"section{'s' if len(self.left_out) > 1 else ''} {names}"
+
+
+_SECTION_RE = re.compile(r"^#{1,6}[ \t]", re.MULTILINE)
+
+
+def _sections(text: str) -> list[str]:
+    """The text cut before each ATX heading line (the first part may have none)."""
+    starts = [m.start() for m in _SECTION_RE.finditer(text)]
+    bounds = sorted({0, *starts, len(text)})
+    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if text[a:b].strip()]
+
+
+def _section_name(section: str) -> str:
+    first = section.lstrip().split("\n", 1)[0]
+    if first.startswith("#"):
+        return first.lstrip("#").strip()
+    return _shorten(" ".join(first.split()), 40)
+
+
+def memory_block(text: str, max_chars: int = 1500, *, source: str = "MEMORY.md") -> MemoryBlock:
     """Layer B: the preferences file in its own `<user_preferences>` element within `max_chars`.
 
-    Empty or whitespace-only text, or a budget too small for the element, gives "".
-    """
+    Over its budget the file is cut at a section boundary (before a heading line), never in the
+    middle of a preference, and the block says so in a visible line; `left_out` names what was
+    cut (the caller warns on stderr). A file whose first section alone is over the budget is cut
+    within it, marked. Empty text, or a budget too small for the element, gives ""."""
     text = text.strip()
     if not text:
-        return ""
+        return MemoryBlock("", source)
     head = (
         f'<{MEMORY_TAG} source="{escape_attr(_shorten(source, MAX_PATH_CHARS))}">\n'
         + MEMORY_PREAMBLE.format(source=escape_text(_shorten(source, MAX_PATH_CHARS)))
@@ -254,8 +294,137 @@ def render_memory(text: str, max_chars: int = 1500, *, source: str = "MEMORY.md"
     tail = f"\n</{MEMORY_TAG}>"
     room = max_chars - len(head) - len(tail)
     body = escape_text(text)
-    if len(body) > room:
-        if room < len(TRUNCATED) + MIN_ENTRY_TEXT:
-            return ""
-        body = cut_escaped(body, room - len(TRUNCATED)).rstrip() + TRUNCATED
-    return head + body + tail
+    if len(body) <= room:
+        return MemoryBlock(head + body + tail, source)
+    sections = _sections(text)
+    kept: list[str] = []
+    for i, section in enumerate(sections):
+        left = sections[i + 1 :]
+        note = _cut_note(len(left) + 1)
+        candidate = escape_text("".join([*kept, section]).rstrip())
+        if len(candidate) + len(note) > room:
+            break
+        kept.append(section)
+    left_out = tuple(_section_name(s) for s in sections[len(kept) :])
+    if kept:
+        note = _cut_note(len(left_out))
+        return MemoryBlock(
+            head + escape_text("".join(kept).rstrip()) + note + tail, source, left_out
+        )
+    # Not even the first section fits: cut inside it, marked, and say what else was left out.
+    note = _cut_note(len(sections) - 1) if len(sections) > 1 else ""
+    if room - len(note) < len(TRUNCATED) + MIN_ENTRY_TEXT:
+        return MemoryBlock("", source, tuple(_section_name(s) for s in sections))
+    first = escape_text(sections[0].rstrip()) if sections else body
+    cut = cut_escaped(first, room - len(note) - len(TRUNCATED)).rstrip() + TRUNCATED
+    return MemoryBlock(
+        head + cut + note + tail, source, left_out[1:] or ("the end of the file",)
+    )
+
+
+def _cut_note(sections_left: int) -> str:
+    return (
+        f"\n[{sections_left} more section{'s' if sections_left != 1 else ''} of this file "
+        "not shown: over the preferences budget, VAULTMEM_MEMORY_MAX_CHARS]"
+    )
+
+
+def render_memory(text: str, max_chars: int = 1500, *, source: str = "MEMORY.md") -> str:
+    """Layer B's block alone (`memory_block`)."""
+    return memory_block(text, max_chars, source=source).text
+
+
+# --- delivery plans (agent.delivery) ---------------------------------------------------------
+
+
+def _fit_attrs(fixed: list[str], optional: list[tuple[str, str, int]], limit: int) -> list[str]:
+    """`fixed` attributes, then each optional (name, value, most) cut to what is left of
+    `limit` (an attribute with fewer than 8 characters of room is left out)."""
+    parts = list(fixed)
+    for name, value, most in optional:
+        value = " ".join(value.split())
+        if not value:
+            continue
+        used = len(f"<{POINTER_TAG} ") + len(" ".join(parts)) + len("/>") + len(f' {name}=""')
+        room = min(most, limit - used)
+        if room < 8:
+            continue
+        shown = _shorten(value, room)
+        while len(escape_attr(shown)) > room and len(shown) > 1:
+            shown = _shorten(shown, len(shown) - 4)
+        parts.append(f'{name}="{escape_attr(shown)}"')
+    return parts
+
+
+def pointer_entry(item: Any) -> str:
+    """One pointer line (with its newline) of at most POINTER_LINE characters, but for a path
+    longer than that: the path is never cut, then why, title and heading get what is left."""
+    fixed = [f'path="{escape_attr(_shorten(item.path, MAX_PATH_CHARS))}"']
+    if item.source:
+        fixed.append(f'source="{escape_attr(_shorten(item.source, 20))}"')
+    optional = [("why", item.why, 48), ("title", item.title, 60)]
+    if item.heading.strip() and item.heading.strip() != item.title.strip():
+        optional.append(("heading", item.heading, 60))
+    parts = _fit_attrs(fixed, optional, POINTER_LINE)
+    return f"<{POINTER_TAG} " + " ".join(parts) + "/>\n"
+
+
+def note_entry(item: Any) -> str:
+    """One text or passage entry: the body escaped, with where it is and which lines it holds."""
+    attrs = [f'path="{escape_attr(_shorten(item.path, MAX_PATH_CHARS))}"']
+    if item.heading.strip():
+        attrs.append(f'heading="{escape_attr(_shorten(item.heading, DELIVERY_HEADING_CHARS))}"')
+    if item.lines is not None:
+        attrs.append(f'lines="{item.lines[0]}-{item.lines[1]}"')
+    attrs.append(f'commit="{escape_attr(item.commit[:SHORT_COMMIT])}"')
+    attrs.append(f'delivery="{item.form.value}"')
+    attrs.extend(
+        f'{name}="{escape_attr(_shorten(value, MAX_PATH_CHARS))}"'
+        for name, value in item.attrs.items()
+        if name.isascii() and name.replace("_", "").isalpha()  # a name is never escaped text
+    )
+    return f"<{ENTRY_TAG} " + " ".join(attrs) + ">\n" + escape_text(item.body) + _ENTRY_CLOSE
+
+
+def _context_head(items: Sequence[Any]) -> str:
+    head = f"<{CONTEXT_TAG}>\n{CONTEXT_PREAMBLE}\n"
+    if any(i.source == "agent" for i in items):
+        head += AGENT_PREAMBLE + "\n"
+    return head
+
+
+_POINTERS_HEAD = f"<{POINTERS_TAG}>\n{POINTERS_PREAMBLE}\n"
+_BLOCK_GAP = "\n\n"
+
+
+def plan_entries(items: Sequence[Any]) -> tuple[list[str], list[str]]:
+    """The rendered entries of a plan's items: (text and passage entries, pointer lines)."""
+    notes = [note_entry(i) for i in items if i.form.value != "pointer"]
+    pointers = [pointer_entry(i) for i in items if i.form.value == "pointer"]
+    return notes, pointers
+
+
+def plan_size(items: Sequence[Any]) -> int:
+    """The characters `render_plan` prints for these items."""
+    notes, pointers = plan_entries(items)
+    size = 0
+    if notes:
+        size += len(_context_head(items)) + sum(map(len, notes)) + len(f"</{CONTEXT_TAG}>")
+    if pointers:
+        size += len(_POINTERS_HEAD) + sum(map(len, pointers)) + len(f"</{POINTERS_TAG}>")
+    if notes and pointers:
+        size += len(_BLOCK_GAP)
+    return size
+
+
+def render_plan(items: Sequence[Any]) -> str:
+    """The notes' blocks for a delivery plan's items (`agent.delivery.Plan.items`, best first):
+    `<retrieved_context>` with the text and passage entries, then `<note_pointers>` with the
+    pointer lines, each in the plan's order. Everything taken from a note is escaped."""
+    notes, pointers = plan_entries(items)
+    blocks = []
+    if notes:
+        blocks.append(_context_head(items) + "".join(notes) + f"</{CONTEXT_TAG}>")
+    if pointers:
+        blocks.append(_POINTERS_HEAD + "".join(pointers) + f"</{POINTERS_TAG}>")
+    return _BLOCK_GAP.join(blocks)

@@ -72,16 +72,19 @@ def query_cmd(
     """Search the vault's notes: one hit (its best chunk) per note, best first.
 
     Hybrid mode fuses vector similarity and full-text search (Chinese and Japanese included).
-    What it prints is what `vaultmem context` and the Claude Code hook would deliver: the
-    relevance gate passes a note as text when its evidence is strong, as a one-line pointer
-    (marked "(pointer)"; `--json`: "delivery") in the doubtful middle, and drops the rest
-    (VAULTMEM_GATE moves every band; --explain shows each note's band, score and signals, and
-    what was dropped and why). Content-free prompts ("ok continue", "好的繼續") return nothing.
+    What it lists is what `vaultmem context` and the Claude Code hook deliver, item for item:
+    the relevance gate keeps a note when its evidence is strong enough, and each kept note
+    reaches the agent as its chunk whole ("text"), as the lines that matched ("passage", with
+    their line range) or as a one-line "pointer", within the context budget
+    (VAULTMEM_CONTEXT_MAX_CHARS); a kept note with no room is listed as "left out" (VAULTMEM_GATE
+    moves every band; --explain shows each note's band, score and signals, and what was
+    dropped and why). Content-free prompts ("ok continue", "好的繼續") return nothing.
     """
     from ..agent.claude_hook import quiet_openmp
-    from ..agent.context import ColdResources
+    from ..agent.context import ColdResources, notes_plan, sources
+    from ..agent.delivery import Form, item_json
     from ..embed import get_embedder
-    from ..search import Delivery, retrieve
+    from ..search import Prompt, retrieve
     from ..store import db
     from ..vaults import NO_VAULT_HINT
 
@@ -110,27 +113,35 @@ def query_cmd(
             gate_level=settings.gate,
             second_opinion=ColdResources(second_opinion=True).second_opinion(settings),
         )
+        provenance = sources(conn, v, list(found.hits), settings.agent_folder)
     # A kept hit that HEAD no longer holds is in neither list: not shown at all.
     hits = found.hits
     dropped = list(found.dropped)
     scored = {v.hit.path: v for v in found.verdicts}
+    # What the agent would get of these notes: the same plan as `vaultmem context` and the hook.
+    chosen = notes_plan(settings, hits, found.rarity, Prompt.of(text).text, provenance)
+    by_path = {h.path: h for h in hits}
     if as_json:
         rows = [
             {
-                **h.breakdown(),
-                "heading": h.heading,
-                "title": h.title,
-                "tags": list(h.tags),
-                "text": h.text,
-                **(_gate_fields(scored[h.path]) if explain and h.path in scored else {}),
+                **by_path[i.path].breakdown(),
+                "heading": i.heading,
+                "title": i.title,
+                "tags": list(by_path[i.path].tags),
+                "text": by_path[i.path].text,
+                "band": _band_of(by_path[i.path]),
+                **item_json(i),
+                "delivered": i.body,
+                **(_gate_fields(scored[i.path]) if explain and i.path in scored else {}),
             }
-            for h in hits
+            for i in chosen.items
         ]
         if explain:
             print_json(
                 {
                     "outcome": found.outcome.value,
                     "hits": rows,
+                    "left_out": [{"path": x.path, "reason": x.reason} for x in chosen.left_out],
                     "dropped": [
                         {
                             **h.breakdown(),
@@ -145,22 +156,28 @@ def query_cmd(
         else:
             print_json(rows)
         return
-    if not hits:
+    if not chosen.items:
         echo("no relevant notes", err=True)
-    for i, h in enumerate(hits, 1):
+    for n, item in enumerate(chosen.items, 1):
+        h = by_path[item.path]
         where = (
             f"{display_path(h.path)} › {display_path(h.heading)}"
             if h.heading
             else display_path(h.path)
         )
-        band = "" if h.delivery is Delivery.TEXT else "  (pointer)"
-        echo(f"{i}. {where}  [{h.score:.3f}]{band}")
-        snippet = " ".join(h.text.split())
-        echo(f"   {snippet[:160]}{'…' if len(snippet) > 160 else ''}")
+        lines = f", lines {item.lines[0]}-{item.lines[1]}" if item.lines else ""
+        echo(f"{n}. {where}  [{h.score:.3f}]  ({item.form.value}{lines})")
+        if item.form is Form.POINTER:
+            echo(f"   {display_path(item.why)}")
+        else:
+            snippet = " ".join(item.body.split())
+            echo(f"   {snippet[:160]}{'…' if len(snippet) > 160 else ''}")
         if explain:
             echo(f"   {_explain_line(h)}")
             if h.path in scored:
                 echo(f"   {_band_line(scored[h.path], settings.gate)}")
+    for gone in chosen.left_out:
+        echo(f"left out: {display_path(gone.path)} ({gone.reason})")
     if explain and hits:
         echo(f"outcome: {found.outcome.value}")
     if explain and dropped:
@@ -202,6 +219,11 @@ _DROP_REASONS = {
     "below-min-score": "fused score under VAULTMEM_MIN_SCORE",
     "beyond-k": "beyond --k",
 }
+
+
+def _band_of(hit: Any) -> str | None:
+    """The gate's band for a kept hit (text or pointer), before the delivery plan."""
+    return hit.delivery.value if hit.delivery is not None else None
 
 
 def _gate_fields(v: Any) -> dict[str, Any]:
@@ -299,6 +321,7 @@ def _explain_line(h: Any) -> str:
     hidden=True,
     help="Record what is printed in the injection log as this source (bin/agent-with-memory).",
 )
+@json_option
 @vault_option
 def context_cmd(
     text: str,
@@ -308,6 +331,7 @@ def context_cmd(
     fail_open: bool,
     timeout: float,
     record_as: str | None,
+    as_json: bool,
     vault: str | None,
 ) -> None:
     """Print the context block for TEXT: preferences, then relevant notes, fenced as data.
@@ -316,10 +340,14 @@ def context_cmd(
     Reads VAULTMEM_VAULT, else the registered vault holding the current directory, else the
     default vault (`vaultmem vaults list`); with no vault registered, only your own
     preferences file. Why something was not loaded (a quarantined MEMORY.md, no vault) goes
-    to stderr.
+    to stderr. --json prints the block and its delivered items in order (path, delivery: text,
+    passage or pointer, characters, line range), and the kept notes it had no room for.
     """
+    import json
+
     from ..agent import context
     from ..agent.claude_hook import quiet_openmp
+    from ..terminal import json_safe
     from ..vaults import NO_VAULT_HINT
 
     # One query to embed: spinning OpenMP threads only cost time (see claude_hook.py).
@@ -359,7 +387,11 @@ def context_cmd(
                 band=result.band,
                 pointers=result.pointers,
                 second_opinion=result.second_opinion,
+                passages=result.passages,
+                left_out=result.left_out,
             )
+        if as_json:
+            return json_safe(json.dumps(result.as_json(), ensure_ascii=False, indent=2))
         return result.text
 
     if not fail_open:

@@ -73,6 +73,10 @@ class Chunk:
     heading: str  # heading path joined with " > " ("" before the first heading)
     text: str  # verbatim body text (the section's own heading line included); no path prefix
     content_hash: str  # sha256 hex of embedding_input(heading, text): what the vector is of
+    # The file line (1-based, as `git show` numbers it) of each line of `text`; 0 for a line the
+    # chunker put there (the blank line joining two merged sections). What a passage's line
+    # range is read from (agent.passages), so the agent can `get` the lines around it.
+    lines: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -519,10 +523,51 @@ def _chunk_texts(scan: _Scan, lines: list[str], limit: int) -> list[tuple[str, s
     return [(heading, sep.join(texts)) for heading, texts, _ in groups]
 
 
+# How far ahead of the last matched line a chunk's line is looked for in the body: the chunker
+# only drops blank lines, so a line is normally the next one; the window bounds the work for
+# a chunk line that matches nothing (it then gets 0).
+LINE_SEARCH_WINDOW = 64
+
+
+def _line_numbers(texts: list[str], body: list[str], offset: int) -> list[tuple[int, ...]]:
+    """Each chunk line's 1-based line in the file, by walking the body forward once.
+
+    The chunker keeps lines verbatim but for trailing space, drops blank lines between blocks,
+    joins merged sections with a blank line and cuts an over-long line into pieces; so a chunk
+    line is the next body line that equals it (or holds it, for a piece of a cut line), within
+    LINE_SEARCH_WINDOW lines. `offset` is the number of file lines before the body (front
+    matter)."""
+    out: list[tuple[int, ...]] = []
+    cursor = 0  # the next body line to look at
+    last = -1  # the body line the previous chunk line matched
+    for text in texts:
+        found: list[int] = []
+        for line in text.split("\n"):
+            if not line.strip():
+                found.append(0)
+                continue
+            j = -1
+            if last >= 0 and line in body[last] and line != body[last].rstrip():
+                j = last  # another piece of the same cut line
+            else:
+                for k in range(cursor, min(len(body), cursor + LINE_SEARCH_WINDOW)):
+                    if body[k].rstrip() == line or (len(line) > 8 and line in body[k]):
+                        j = k
+                        break
+            if j < 0:
+                found.append(0)
+                continue
+            found.append(offset + j + 1)
+            last, cursor = j, j + 1
+        out.append(tuple(found))
+    return out
+
+
 # Bump when chunk boundaries, embedding inputs or search tokens (lexical.tokens) change for the
 # same note and settings: vaults indexed by another version are re-chunked on their next run
 # (see chunker_signature). Unchanged chunk texts keep their cached vectors. 3: English stemming.
-CHUNKER_VERSION = 3
+# 4: each chunk's file line numbers (Chunk.lines), so that stored chunks carry them.
+CHUNKER_VERSION = 4
 
 
 def chunker_signature(max_chunk_chars: int) -> str:
@@ -568,14 +613,17 @@ def parse_note(path: str, text: str, *, max_chunk_chars: int = 1500) -> Note:
 
     tags = tuple(dict.fromkeys(_front_matter_tags(front_matter) + scan.tags))
 
+    pieces = _chunk_texts(scan, lines, max_chunk_chars)
+    numbers = _line_numbers([t for _, t in pieces], lines, text.count("\n") - body.count("\n"))
     chunks = tuple(
         Chunk(
             i,
             heading,
             chunk_text,
             hashlib.sha256(embedding_input(heading, chunk_text).encode("utf-8")).hexdigest(),
+            numbers[i],
         )
-        for i, (heading, chunk_text) in enumerate(_chunk_texts(scan, lines, max_chunk_chars))
+        for i, (heading, chunk_text) in enumerate(pieces)
     )
     return Note(
         path=path,

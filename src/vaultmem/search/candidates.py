@@ -297,7 +297,7 @@ _SELECT = sql.SQL(
     )
     SELECT c.path, c.chunk_index, c.vrank, 1 - c.distance AS vscore, c.lrank, c.lscore,
            c.urank, {ucos} AS ucos,
-           p.heading, p.content, p.content_hash, n.title, n.commit_sha, n.tags,
+           p.heading, p.content, p.content_hash, p.line_map, n.title, n.commit_sha, n.tags,
            (p.embedding IS NOT NULL AND p.model_id = {model}) AS has_vector,
            ARRAY(SELECT DISTINCT t.term
                  FROM unnest(%(terms)s::text[], %(tquoted)s::tsquery[]) AS t(term, tq)

@@ -69,13 +69,16 @@ class Hit:
     # The second opinion's cosine between prompt and chunk (`second_opinion`: a language-agnostic
     # model); None where it was not asked (a cold process, a hit beyond the judged window).
     agnostic: float | None = None
+    # Each line of `text`'s file line number (0: unknown); () for a chunk indexed before
+    # chunks carried them (`index.markdown.Chunk.lines`).
+    line_map: tuple[int, ...] = ()
 
     def breakdown(self) -> dict[str, Any]:
         # No evidence at all is -inf here; JSON has no infinity, so it is reported as null.
         return {
             k: None if isinstance(v, float) and not math.isfinite(v) else v
             for k, v in asdict(self).items()
-            if k not in {"text", "tags", "heading", "title", "matched", "content_hash"}
+            if k not in {"text", "tags", "heading", "title", "matched", "content_hash", "line_map"}
         }
 
 
@@ -457,6 +460,7 @@ def fuse(
             heading=r["heading"],
             text=r["content"],
             content_hash=r.get("content_hash") or "",
+            line_map=tuple(r.get("line_map") or ()),
             agnostic=float(r["ucos"]) if r.get("ucos") is not None else None,
             title=r["title"],
             commit_sha=r["commit_sha"],

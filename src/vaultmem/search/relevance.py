@@ -299,6 +299,8 @@ class Verdict:
     prompt_score: float = -math.inf  # the prompt's calibrated score, nats (same for all hits)
     # The calibration it was judged by (the profile's, or its lexical-only one)
     calibration: Calibration | None = None
+    # What the gate read of the query as a whole (the same for all of a query's verdicts)
+    stats: QueryStats | None = None
 
     @property
     def kept(self) -> bool:
@@ -365,5 +367,5 @@ def gate(
             drop = Drop.BEYOND_K
         else:
             kept += 1
-        out.append(Verdict(h, drop, delivery if drop is None else None, score, sig, p, cal))
+        out.append(Verdict(h, drop, delivery if drop is None else None, score, sig, p, cal, stats))
     return out

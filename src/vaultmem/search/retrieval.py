@@ -205,6 +205,12 @@ class Retrieval:
     verdicts: tuple[Verdict, ...] = ()
 
     @property
+    def rarity(self) -> dict[str, float]:
+        """Each search term's rarity (idf) in the vault: what a passage is chosen by."""
+        stats = self.verdicts[0].stats if self.verdicts else None
+        return stats.rarity if stats is not None else {}
+
+    @property
     def outcome(self) -> Outcome:
         """Notes (some full text), pointers only, or nothing: what the prompt delivers."""
         return outcome_of(self.hits)

@@ -46,6 +46,10 @@ class StoredChunk(Protocol):
     def text(self) -> str: ...
     @property
     def content_hash(self) -> str: ...
+    @property
+    def lines(self) -> Sequence[int]:
+        """Each line's file line number (0: unknown)."""
+        ...
 
 
 class StoredNote(Protocol):
@@ -368,8 +372,9 @@ def upsert_note(
             cur.executemany(
                 """
                 INSERT INTO memory_primary
-                    (vault_id, path, chunk_index, heading, content, content_hash, lexemes)
-                VALUES (%s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))
+                    (vault_id, path, chunk_index, heading, content, content_hash, lexemes,
+                     line_map)
+                VALUES (%s, %s, %s, %s, %s, %s, to_tsvector('simple', %s), %s)
                 """,
                 [
                     (
@@ -380,6 +385,7 @@ def upsert_note(
                         c.text,
                         c.content_hash,
                         lexemes[i],
+                        list(c.lines) or None,
                     )
                     for i, c in enumerate(note.chunks)
                 ],

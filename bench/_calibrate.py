@@ -59,6 +59,7 @@ class Row:
     hits: list[Any]  # search.Hit, with `matched` and `note_script` as the live search sets them
     stats: QueryStats | None  # None: content-free or no hits (nothing is searched)
     signals: np.ndarray  # hits x SIGNALS
+    prompt: str = ""  # the prompt's text (what a pointer's reason is read from)
 
     @property
     def findable(self) -> bool:
@@ -83,6 +84,7 @@ def rows_of(corpus: str, searched: Sequence[Any]) -> list[Row]:
                     [],
                     None,
                     none,
+                    s.prompt.text,
                 )
             )
             continue
@@ -96,6 +98,7 @@ def rows_of(corpus: str, searched: Sequence[Any]) -> list[Row]:
                 s.hits,
                 s.stats,
                 sig,
+                s.prompt.text,
             )
         )
     return out

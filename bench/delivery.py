@@ -1,0 +1,323 @@
+"""What the agent receives, corpus by corpus: the rendered block, not the ranking or the gate.
+
+For every prompt of the dev collection (`_devset`: six corpora) and of a seventh corpus no
+setting was ever chosen on (`_meetings`: long meeting logs, 3-8 KB), this follows the answer
+through each stage of the pipeline:
+  ranking   Recall@5 of the fused ranking's first five (what the gate judges)
+  gate      Recall@5 of what the gate keeps (text or pointer band), k = 5
+  rendered  Recall@5 of what the block holds (`agent.delivery.plan`, as `vaultmem context
+            --json` lists it), and the ratio rendered / ranking
+  text+passage   the relevant note arrives as text or passage (not only a pointer)
+  nothing   nothing at all for the prompt
+  chars     mean characters of the notes' blocks per answerable prompt
+For prompts none of the notes answers: the share given text or a passage, and anything at all
+(everyday coding prompts, English and Chinese, on their own lines).
+
+Every figure for one of the six corpora is judged with a calibration fitted WITHOUT it
+(leave-one-corpus-out, `relevance.shipped_and_held_out`); the meetings corpus is judged with
+the shipped calibrations (fitted on the six, none of them it). The delivery plan's own
+constants (`agent.delivery.ROOMS`...) are budget choices, not fitted on any corpus.
+
+Three paths: cold (the one-shot hook: e5 alone), warm (the second opinion's list at the
+profile's weight, with its signals: the warm service, MCP, `vaultmem context`), and warm with
+its signals only (list weight 0, calibration refitted at 0, held out likewise). Each is shown
+with the old renderer ("before": full-text water-fill plus a 440-character pointer block) and
+the delivery plan ("after"). Then a 20-prompt session of related prompts, with and without the
+once-per-session ledger.
+
+The gate runs offline over the prompts' dumped hits (cached by relevance.py's runs, the same
+library `search.gate`); the plan is the library's `agent.delivery.plan` over the kept hits, as
+`build_context` calls it. `--live N` also runs every N-th prompt of each corpus through the
+real `build_context` (shipped settings, cold) and checks its items equal the offline plan's.
+
+Usage:
+  VAULTMEM_HOME=/tmp/vaultmem-bench-home python bench/delivery.py
+  python bench/delivery.py --corpora meetings,conversations --live 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import random
+import sys
+import time
+from collections import defaultdict
+from typing import Any
+
+import _calibrate
+import _devset
+import _meetings
+import _second
+import relevance
+from _corpora import bench_vault
+from _data import recall_at
+from _setup import bench_env
+
+K = 5
+
+
+def old_block(kept: list[Any], prompt: str, budget: int = 2500) -> tuple[list[str], list[str], int]:
+    """The renderer before issue 41 (main 0c4e12a's build_context): text hits water-filled into
+    the budget less a pointer block of at most 440 characters. (text paths, pointer paths,
+    characters)."""
+    from vaultmem.agent import delivery
+    from vaultmem.agent.render import POINTERS_MAX_CHARS, Pointer, fit_context, render_pointers
+    from vaultmem.search import Delivery
+
+    texts = [h for h in kept if h.delivery is not Delivery.POINTER]
+    offered = [h for h in kept if h.delivery is Delivery.POINTER]
+    pblock, pointed = render_pointers(
+        [Pointer(h.path, h.title, h.heading, delivery.reason(h, prompt)) for h in offered],
+        max_chars=min(POINTERS_MAX_CHARS, budget),
+    )
+    room = budget - (len(pblock) + 2 if pblock else 0)
+    block, shown = fit_context(texts, max_chars=room) if texts else ("", [])
+    chars = len(block) + len(pblock) + (2 if block and pblock else 0)
+    return [h.path for h in shown], [p.path for p in pointed], chars
+
+
+def new_block(kept: list[Any], row: Any, seen: set[str] | None = None) -> Any:
+    from vaultmem.agent import delivery
+
+    return delivery.plan(
+        kept,
+        prompt=row.prompt,
+        weights=delivery.term_weights(row.stats.rarity if row.stats else None),
+        budget=2500,
+        seen=seen or (),
+    )
+
+
+@dataclasses.dataclass
+class Figures:
+    n: int = 0
+    rank: float = 0.0
+    gate: float = 0.0
+    rendered: float = 0.0
+    textual: int = 0
+    nothing: int = 0
+    chars: int = 0
+    full: int = 0  # unanswerable: text or passage
+    anything: int = 0
+
+
+def measure(rows: list[Any], fusion: Any, renderer: str) -> dict[str, Figures]:
+    from vaultmem.search.retrieval import delivered
+
+    out: dict[str, Figures] = defaultdict(Figures)
+    for r in rows:
+        kept = delivered(_calibrate.deliver(r, fusion, k=K))
+        if renderer == "before":
+            text, pointers, chars = old_block(kept, r.prompt)
+            got = text + pointers
+        else:
+            p = new_block(kept, r)
+            got = [i.path for i in p.items]
+            text = [i.path for i in p.delivered]
+            from vaultmem.agent.render import plan_size
+
+            chars = plan_size(p.items) if p.items else 0
+        group = ("same" if r.group == "same" else "cross") if r.answerable else r.group
+        f = out[group]
+        f.n += 1
+        f.chars += chars
+        if r.answerable:
+            rel = dict.fromkeys(r.relevant, 1)
+            f.rank += recall_at(r.ungated[:K], rel, K)
+            f.gate += recall_at([h.path for h in kept], rel, K)
+            f.rendered += recall_at(got, rel, K)
+            f.textual += any(p in r.relevant for p in text)
+            f.nothing += not got
+        else:
+            f.full += bool(text)
+            f.anything += bool(got)
+    return out
+
+
+def pct(a: float, b: float) -> str:
+    return f"{100 * a / b:.1f}" if b else "-"
+
+
+def report(title: str, per: dict[str, dict[str, dict[str, Figures]]]) -> None:
+    print(f"\n## {title}\n")
+    print(
+        "| corpus | set | ranking R@5 | gate R@5 | rendered R@5 before → after | ratio after "
+        "| text+passage % before → after | nothing % | chars before → after |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for corpus, by in per.items():
+        for group in ("same", "cross"):
+            b, a = by["before"].get(group), by["after"].get(group)
+            if not a or not a.n:
+                continue
+            ratio = a.rendered / a.rank if a.rank else float("nan")
+            print(
+                f"| {corpus} | {group} | {a.rank / a.n:.3f} | {a.gate / a.n:.3f} | "
+                f"{b.rendered / b.n:.3f} → {a.rendered / a.n:.3f} | {ratio:.3f} | "
+                f"{pct(b.textual, b.n)} → {pct(a.textual, a.n)} | {pct(a.nothing, a.n)} | "
+                f"{b.chars / b.n:.0f} → {a.chars / a.n:.0f} |"
+            )
+    print(
+        "\n| corpus | cannot answer | n | text+passage % before → after | anything % | chars after |"
+    )
+    print("|---|---|---|---|---|---|")
+    for corpus, by in per.items():
+        for group, a in sorted(by["after"].items()):
+            if group in ("same", "cross"):
+                continue
+            b = by["before"][group]
+            print(
+                f"| {corpus} | {group} | {a.n} | {pct(b.full, b.n)} → {pct(a.full, a.n)} | "
+                f"{pct(a.anything, a.n)} | {a.chars / a.n:.0f} |"
+            )
+
+
+def session_chars(rows: list[Any], fusion: Any, seed: int = 7) -> tuple[int, int, int, int]:
+    """A 20-prompt session of related prompts (answerable ones about four notes, asked in both
+    languages, and coding prompts between them): characters received with and without the
+    once-per-session ledger, and answers given (as text or passage, now or earlier in the
+    session) each way."""
+    from vaultmem.agent.render import plan_size
+    from vaultmem.search.retrieval import delivered
+
+    rng = random.Random(seed)
+    by_note: dict[str, list[Any]] = defaultdict(list)
+    for r in rows:
+        if r.answerable and len(r.relevant) == 1:
+            by_note[next(iter(r.relevant))].append(r)
+    notes = [n for n, rs in by_note.items() if len(rs) >= 3]
+    chosen = rng.sample(notes, min(4, len(notes)))
+    related = [r for n in chosen for r in by_note[n]][:16]
+    coding = [r for r in rows if not r.answerable][:4]
+    session = related + coding
+    rng.shuffle(session)
+    totals = []
+    for ledger in (False, True):
+        seen: set[str] = set()
+        given: set[str] = set()
+        chars = answered = 0
+        for r in session[:20]:
+            kept = delivered(_calibrate.deliver(r, fusion, k=K))
+            p = new_block(kept, r, seen if ledger else None)
+            chars += plan_size(p.items) if p.items else 0
+            now = {i.path for i in p.delivered}
+            if ledger:
+                seen |= {i.key for i in p.delivered}
+            given |= now
+            answered += r.answerable and bool(r.relevant & given)
+        totals += [chars, answered]
+    return totals[0], totals[2], totals[1], totals[3]
+
+
+def live_check(
+    corpus: Any, rows: list[Any], settings: Any, root: Any, base: Any, every: int
+) -> tuple[int, int]:
+    """Every `every`-th prompt through the real `build_context` (cold, shipped settings): its
+    items must be the offline plan's, path and delivery."""
+    from vaultmem.agent.context import ColdResources, build_context
+    from vaultmem.search.retrieval import delivered
+
+    checked = same = 0
+    for i, r in enumerate(rows):
+        if i % every or r.stats is None:
+            continue
+        live = build_context(
+            dataclasses.replace(settings, memory_file=None),
+            r.prompt,
+            vault_root=root,
+            include_memory=False,
+            resources=ColdResources(),
+        ).as_json()["items"]
+        offline = new_block(delivered(_calibrate.deliver(r, base, k=K)), r).items
+        checked += 1
+        same += [(x["path"], x["delivery"]) for x in live] == [
+            (x.path, x.form.value) for x in offline
+        ]
+    return checked, same
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--corpora", default="", help="report only these (comma-separated)")
+    ap.add_argument("--live", type=int, default=0, metavar="N", help="check every N-th prompt live")
+    ap.add_argument("--no-warm", action="store_true", help="the cold path only")
+    relevance.add_collection_options(ap)
+    args = ap.parse_args()
+    bench_env("vaultmem-delivery-", args.provider)
+    from vaultmem.embed import get_embedder
+    from vaultmem.search import fusion_for, load_second_opinion, prepare_generic
+
+    corpora = [*_devset.collection(), _meetings.meetings()]
+    wanted = [c.name for c in corpora if not args.corpora or c.name in args.corpora.split(",")]
+    cold: dict[str, list[Any]] = {}
+    warm: dict[float, dict[str, list[Any]]] = defaultdict(dict)
+    embedder = base = opinion = None
+    for corpus in corpora:
+        t0 = time.perf_counter()
+        root, settings = bench_vault(f"dev-{corpus.name}", corpus.files)
+        if embedder is None:
+            embedder = relevance.CachedEmbedder(get_embedder(settings))
+            prepare_generic(embedder)
+            base = fusion_for(embedder.model_id)
+        cold[corpus.name] = _calibrate.rows_of(
+            corpus.name, _devset.load_or_dump(corpus, embedder, settings, root)
+        )
+        if not args.no_warm:
+            opinion = opinion or load_second_opinion()
+            dumped = _devset.load_or_dump_warm(corpus, embedder, settings, root, opinion, base)
+            for w, rows in _second.with_generic(dumped, opinion).items():
+                warm[w][corpus.name] = _calibrate.rows_of(corpus.name, _second.judged(rows))
+        embedder.save()
+        if args.live and corpus.name in wanted:
+            c, s = live_check(corpus, cold[corpus.name], settings, root, base, args.live)
+            print(f"{corpus.name}: {c} prompts live through build_context, {s} as offline")
+        print(
+            f"{corpus.name}: {len(corpus.files)} notes; {time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
+    assert base is not None
+    six = [c for c in cold if c != "meetings"]
+
+    def held_out(rows_by: dict[str, list[Any]], field: str, shipped: Any) -> dict[str, Any]:
+        fits = {
+            name: _calibrate.fit([r for n in six if n != name for r in rows_by[n]])
+            for name in wanted
+            if name in six
+        }
+        fits["meetings"] = shipped
+        return {name: dataclasses.replace(base, **{field: fits[name]}) for name in wanted}
+
+    paths = {"cold (one-shot hook)": (cold, held_out(cold, "calibration", base.calibration))}
+    if warm:
+        w = base.agnostic_weight
+        paths[f"warm (second opinion's list at weight {w:g}, and its signals)"] = (
+            warm[w],
+            held_out(warm[w], "second_calibration", base.second_calibration),
+        )
+        fit0 = _calibrate.fit([r for n in six for r in warm[0.0][n]])
+        paths["warm, its signals only (list weight 0, calibration refitted at 0)"] = (
+            warm[0.0],
+            held_out(warm[0.0], "second_calibration", fit0),
+        )
+    for title, (rows_by, fusions) in paths.items():
+        per = {
+            name: {
+                which: measure(rows_by[name], fusions[name], which) for which in ("before", "after")
+            }
+            for name in wanted
+        }
+        report(title, per)
+        print(
+            "\nA 20-prompt session of related prompts (characters without → with the ledger; answers given):"
+        )
+        for name in wanted:
+            a, b, n1, n2 = session_chars(rows_by[name], fusions[name])
+            print(f"- {name}: {a} → {b} characters ({pct(a - b, a)} % fewer); answers {n1} → {n2}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -128,7 +128,7 @@ def test_a_chunk_given_in_full_comes_back_once_per_session_as_a_reminder(
     assert 'path="meetings/2026-03-03-sync.md"' in again
     assert "given earlier in this session" in again and len(again) < len(first)
     # Another session gets it in full again.
-    other = hook_payload("remind me when the quokkaflint canary runs", meeting_vault.root, "s2")
+    other = hook_payload("when does the quokkaflint canary run?", meeting_vault.root, "s2")
     assert ANSWER in other
 
 
@@ -177,7 +177,7 @@ def long_pointer(n: int) -> object:
 
 def test_three_kept_pointers_with_long_titles_all_appear() -> None:
     hits = [long_pointer(n) for n in range(3)]
-    p = plan(hits, prompt="what did we decide", pointer_passages=False)
+    p = plan(hits, prompt="what did we decide")
     assert [i.form for i in p.items] == [Form.POINTER] * 3 and not p.left_out
     out = render_plan(p.items)
     lines = [line for line in out.split("\n") if line.startswith("<pointer ")]
@@ -186,15 +186,17 @@ def test_three_kept_pointers_with_long_titles_all_appear() -> None:
 
 
 hit_strategy = st.builds(
-    lambda n, size, text_band: a_hit(
+    lambda n, size, band, odd: a_hit(
         f"n/{n}.md",
-        text="\n".join(f"line {i} restore the archive" for i in range(size)),
+        # Lines of every length, some only characters that escaping lengthens.
+        text="\n".join(f"line {i} restore the archive {odd * (i % 3)}" for i in range(size)),
         title="T" * (n * 7 % 90),
-        delivery=Delivery.TEXT if text_band else Delivery.POINTER,
+        delivery=band,
     ),
     st.integers(0, 50),
     st.integers(1, 80),
-    st.booleans(),
+    st.sampled_from(Delivery),
+    st.text(alphabet="<&> ab", max_size=3000),
 )
 
 
@@ -259,3 +261,20 @@ def test_chunk_line_numbers_are_the_files_lines() -> None:
         for line, number in zip(chunk.text.split("\n"), chunk.lines, strict=True):
             if line.strip():
                 assert number > 0 and line in file_lines[number - 1]
+
+
+def test_a_pointer_band_note_is_its_passage_when_those_lines_hold_the_prompts_words() -> None:
+    lines = [f"filler line {i} about the weather" for i in range(60)]
+    lines[30] = "the zephyrquill archive is restored on Fridays"
+    hit = a_hit(
+        "n.md",
+        text="\n".join(lines),
+        delivery=Delivery.POINTER,
+        matched=frozenset({"zephyrquil", "restor"}),
+    )
+    weights = {"zephyrquil": 6.0, "restor": 2.0, "weekend": 3.0}
+    held = plan([hit], prompt="restore zephyrquill", weights=weights, passage_coverage=0.7)
+    assert held.items[0].form is Form.PASSAGE and "zephyrquill archive" in held.items[0].body
+    # The lines hold 8 of the prompt's 11 nats of rarity: under a stricter share, a pointer.
+    assert plan([hit], weights=weights, passage_coverage=0.8).items[0].form is Form.POINTER
+    assert plan([hit], weights=weights).items[0].form is Form.POINTER  # none by default

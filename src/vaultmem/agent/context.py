@@ -269,6 +269,7 @@ def build_context(
     needs_db = has_vault and (wants_notes or (include_memory and prefs is None))
     hits: list[Hit] = []
     rarity: dict[str, float] = {}
+    coverage = math.inf
     provenance: dict[str, dict[str, str]] = {}
     embedder: Embedder | None = None
     opinion = res.second_opinion(settings) if wants_notes else None
@@ -316,6 +317,7 @@ def build_context(
                                 opinion,
                             )
                             hits, rarity = list(found.hits), found.rarity
+                            coverage = found.passage_coverage
                             provenance = sources(conn, vault, hits, settings.agent_folder)
     if include_memory and (prefs is None or (not prefs.text.strip() and prefs.vault_path)):
         if prefs is not None and prefs.notice:
@@ -350,6 +352,7 @@ def build_context(
         provenance,
         max_chars=max_chars,
         seen=ledger.seen() if ledger is not None else (),
+        passage_coverage=coverage,
     )
     band = None
     if chosen.items:
@@ -380,6 +383,7 @@ def notes_plan(
     *,
     max_chars: int | None = None,
     seen: Collection[str] = (),
+    passage_coverage: float = math.inf,
 ) -> delivery.Plan:
     """What the agent gets of a prompt's kept notes (`delivery.plan`), for every reader alike:
     `vaultmem context`, the hook, `vaultmem query` and MCP `search` (which pass the same
@@ -396,6 +400,7 @@ def notes_plan(
         budget=settings.context_max_chars if max_chars is None else max_chars,
         provenance=provenance,
         seen=seen,
+        passage_coverage=passage_coverage,
     )
 
 

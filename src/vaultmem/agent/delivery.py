@@ -44,10 +44,10 @@ class Form(StrEnum):
     POINTER = "pointer"  # one line: path, title, heading, why; read it with MCP `get`
 
 
-# Room (characters of body text) for the text band's items, best first, and for a passage of
-# the gate's pointer band: the best answer gets most of the block.
+# Room (characters of body text) for the text band's items, best first, and for one of the
+# gate's passage band: the best answer gets most of the block.
 ROOMS = (900, 450, 300)
-POINTER_BAND_ROOM = 220
+PASSAGE_ROOM = 220
 # Below this much body an item says less than its pointer line: it becomes one.
 MIN_BODY = 80
 # What a term the gate does not count (a one- or two-letter Latin word) weighs in a line.
@@ -114,17 +114,21 @@ def plan(
     budget: int = 2500,
     provenance: Mapping[str, Mapping[str, str]] | None = None,
     seen: Collection[str] = (),
-    pointer_passages: bool = True,
+    passage_coverage: float = math.inf,
 ) -> Plan:
     """The items for `hits` (the gate's kept hits, best first) within `budget` characters of
     rendered output (both blocks, tags and all).
 
     `weights` are the search terms' rarity in the vault (`QueryStats.rarity`): a line holding a
     rare term is a better passage than one holding a common one. `seen` holds the keys
-    (`seen_key`) of chunks delivered earlier in this session. `pointer_passages`: a hit of the
-    gate's pointer band whose best lines hold the prompt's words is delivered as those lines
-    (POINTER_BAND_ROOM) rather than a pointer."""
+    (`seen_key`) of chunks delivered earlier in this session. A hit of the gate's passage band
+    gets PASSAGE_ROOM, and a pointer if its lines hold none of the prompt's words (unless it is
+    in another language: its match is by meaning). One of the pointer band gets such a passage
+    too when the passage itself holds at least `passage_coverage` of the prompt's word rarity
+    (the judging calibration's, `Calibration.passage_coverage`): the evidence of the lines,
+    not of the note as a whole."""
     weights = weights or {}
+    coverage = passage_coverage
     items: list[Item] = []
     text_rank = 0
     for rank, hit in enumerate(hits, 1):
@@ -152,14 +156,20 @@ def plan(
         if hit.delivery is Delivery.TEXT:
             room = ROOMS[min(text_rank, len(ROOMS) - 1)]
             text_rank += 1
-        elif pointer_passages:
-            room = POINTER_BAND_ROOM
+        elif hit.delivery is Delivery.PASSAGE:
+            room = PASSAGE_ROOM
+        elif math.isfinite(coverage) and hit.matched:
+            room = PASSAGE_ROOM
+            cut = passage(hit, weights, room)
+            if not (cut.located and cut.coverage >= coverage):
+                items.append(base)
+                continue
         else:
             items.append(base)
             continue
         cut = passage(hit, weights, room)
-        if hit.delivery is not Delivery.TEXT and not cut.located and not _other_script(hit):
-            items.append(base)  # a pointer-band hit whose lines hold none of the prompt's words
+        if hit.delivery is Delivery.PASSAGE and not cut.located and not _other_script(hit):
+            items.append(base)  # its lines hold none of the prompt's words: say where it is
             continue
         items.append(
             replace(
@@ -211,6 +221,7 @@ class Cut:
     lines: tuple[int, int] | None
     whole: bool  # the chunk's whole text
     located: bool  # chosen by the prompt's words (else the chunk's first lines)
+    coverage: float = 0.0  # the share of the prompt's word rarity its lines hold
 
 
 def passage(hit: Hit, weights: Mapping[str, float], room: int) -> Cut:
@@ -222,9 +233,20 @@ def passage(hit: Hit, weights: Mapping[str, float], room: int) -> Cut:
     lines = hit.text.strip("\n").split("\n")
     offset = _leading_blank(hit.text)
     size = [len(render.escape_text(line)) + 1 for line in lines]
-    if sum(size) - 1 <= room:
-        return Cut(hit.text.strip("\n"), _span(hit, offset, 0, len(lines) - 1), True, True)
     matched = hit.matched
+    total = sum(weights.values())
+
+    def cover(lo: int, hi: int) -> float:
+        held: set[str] = set()
+        for line in lines[lo : hi + 1]:
+            held |= set(tokens(line)) & matched
+        return sum(weights.get(t, 0.0) for t in held) / total if total > 0 else 0.0
+
+    if sum(size) - 1 <= room:
+        whole_cov = cover(0, len(lines) - 1) if matched else 0.0
+        return Cut(
+            hit.text.strip("\n"), _span(hit, offset, 0, len(lines) - 1), True, True, whole_cov
+        )
     scores = [
         sum(weights.get(t, UNCOUNTED_WEIGHT) for t in set(tokens(line)) & matched)
         if matched
@@ -237,7 +259,11 @@ def passage(hit: Hit, weights: Mapping[str, float], room: int) -> Cut:
         best = next((i for i, line in enumerate(lines) if line.strip()), 0)
     if size[best] - 1 > room:
         return Cut(
-            _cut_line(lines[best], matched, room), _span(hit, offset, best, best), False, located
+            _cut_line(lines[best], matched, room),
+            _span(hit, offset, best, best),
+            False,
+            located,
+            cover(best, best) if located else 0.0,
         )
     lo = hi = best
     used = size[best] - 1
@@ -257,7 +283,13 @@ def passage(hit: Hit, weights: Mapping[str, float], room: int) -> Cut:
         lo += 1
     while hi > lo and not lines[hi].strip():
         hi -= 1
-    return Cut("\n".join(lines[lo : hi + 1]), _span(hit, offset, lo, hi), False, located)
+    return Cut(
+        "\n".join(lines[lo : hi + 1]),
+        _span(hit, offset, lo, hi),
+        False,
+        located,
+        cover(lo, hi) if located else 0.0,
+    )
 
 
 def _leading_blank(text: str) -> int:
@@ -278,23 +310,21 @@ def _span(hit: Hit, offset: int, lo: int, hi: int) -> tuple[int, int] | None:
 
 
 def _cut_line(line: str, matched: frozenset[str], room: int) -> str:
-    """A window of one over-long line around its first matched word, marked where cut."""
-    room = max(1, room - 2)
+    """A window of one over-long line around its first matched word, within `room` escaped
+    characters, marked "…" where cut (one pass over the window: bounded by `room`)."""
     words = [w for w, _ in matched_words(line, matched)]
-    at = line.lower().find(words[0]) if words else 0
-    start = max(0, min(at - room // 3, len(line) - room))
-    # Escaping can lengthen the window: shrink it until it fits.
-    while start < len(line):
-        piece = line[start : start + room]
-        if len(render.escape_text(piece)) <= room:
+    at = max(0, line.lower().find(words[0].lower())) if words else 0
+    room = max(0, room - 2)  # the two marks
+    start = max(0, at - room // 3)
+    used, end = 0, start
+    while end < len(line):
+        width = len(render.escape_text(line[end]))
+        if used + width > room:
             break
-        room = max(1, room - 8)
-    out = piece
-    if start > 0:
-        out = "…" + out
-    if start + room < len(line):
-        out += "…"
-    return out
+        used += width
+        end += 1
+    out = line[start:end]
+    return ("…" if start > 0 else "") + out + ("…" if end < len(line) else "")
 
 
 # --- reasons ---------------------------------------------------------------------------------

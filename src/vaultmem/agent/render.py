@@ -317,9 +317,7 @@ def memory_block(text: str, max_chars: int = 1500, *, source: str = "MEMORY.md")
         return MemoryBlock("", source, tuple(_section_name(s) for s in sections))
     first = escape_text(sections[0].rstrip()) if sections else body
     cut = cut_escaped(first, room - len(note) - len(TRUNCATED)).rstrip() + TRUNCATED
-    return MemoryBlock(
-        head + cut + note + tail, source, left_out[1:] or ("the end of the file",)
-    )
+    return MemoryBlock(head + cut + note + tail, source, left_out[1:] or ("the end of the file",))
 
 
 def _cut_note(sections_left: int) -> str:

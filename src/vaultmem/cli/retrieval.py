@@ -119,7 +119,14 @@ def query_cmd(
     dropped = list(found.dropped)
     scored = {v.hit.path: v for v in found.verdicts}
     # What the agent would get of these notes: the same plan as `vaultmem context` and the hook.
-    chosen = notes_plan(settings, hits, found.rarity, Prompt.of(text).text, provenance)
+    chosen = notes_plan(
+        settings,
+        hits,
+        found.rarity,
+        Prompt.of(text).text,
+        provenance,
+        passage_coverage=found.passage_coverage,
+    )
     by_path = {h.path: h for h in hits}
     if as_json:
         rows = [

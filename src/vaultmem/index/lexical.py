@@ -89,23 +89,23 @@ def words(text: str) -> list[str]:
 def matched_words(text: str, terms: frozenset[str] | set[str]) -> list[tuple[str, tuple[str, ...]]]:
     """The words of `text` that hold search `terms`, as `text` spells them (ASCII text; other
     text as normalised), each with the terms it holds, in order, once each: a Latin word whose
-    token is a term, and in a CJK run each longest stretch whose bigrams are all terms ("支付故障" when "支付", "付故"
-    and "故障" are; "支付" and "故障" apart when "付故" is not). What a reader shows as "the
-    words it shares": never more than really matched."""
+    token is a term, and in a CJK run each longest stretch whose bigrams are all terms
+    ("支付故障" when "支付", "付故" and "故障" are; "支付" and "故障" apart when "付故" is
+    not). What a reader shows as "the words it shares": never more than really matched."""
     out: dict[str, tuple[str, ...]] = {}
     # ASCII text normalises to its lower case, character for character: its words are shown
     # as the text spells them.
     spelled = text if text.isascii() else None
     at = 0
     for i, part in enumerate(_CJK_RUN_RE.split(_normalise(text))):
-        start, at = at, at + len(part)
+        offset, at = at, at + len(part)
         if not part:
             continue
         if i % 2 == 0:
             for m in _WORD_RE.finditer(part):
                 w = m.group()
                 if len(w) <= MAX_TOKEN_CHARS and _stem(w) in terms:
-                    shown = spelled[start + m.start() : start + m.end()] if spelled else w
+                    shown = spelled[offset + m.start() : offset + m.end()] if spelled else w
                     out.setdefault(shown, (_stem(w),))
             continue
         for run in _WORD_RE.findall(part):

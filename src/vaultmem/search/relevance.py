@@ -50,7 +50,9 @@ if TYPE_CHECKING:
 class Delivery(StrEnum):
     """How a kept hit reaches the user."""
 
-    TEXT = "text"  # the note's text, in the fenced block
+    TEXT = "text"  # the note's text, in the fenced block (its best lines when it is long)
+    # its few lines that hold the prompt's words (`agent.delivery`): evidence between the two
+    PASSAGE = "passage"
     POINTER = "pointer"  # one line: path, title, heading, why; the agent reads it with `get`
 
 
@@ -261,6 +263,13 @@ class Calibration:
     prompt: float
     hit_pointer: float
     hit_text: float
+    # From here to hit_text a note is delivered as a short passage (its lines that hold the
+    # prompt's words) rather than a pointer; inf: no passage band (bench/delivery.py chooses it,
+    # leave-one-corpus-out, so that everyday coding prompts rarely get one)
+    hit_passage: float = math.inf
+    # A pointer-band note is delivered as its passage when those lines hold at least this share
+    # of the prompt's word rarity (`agent.delivery`); inf: never. Chosen with hit_passage.
+    passage_coverage: float = math.inf
 
     def __post_init__(self) -> None:
         if len(self.hit_weights) != len(SIGNALS):
@@ -279,6 +288,8 @@ class Calibration:
         """How a note with this score would be delivered once its prompt is answered."""
         if score >= self.hit_text + level:
             return Delivery.TEXT
+        if score >= self.hit_passage + level:
+            return Delivery.PASSAGE
         return Delivery.POINTER if score >= self.hit_pointer + level else None
 
     def prompt_score(self, features: Sequence[float]) -> float:
@@ -308,9 +319,10 @@ class Verdict:
 
 
 def outcome_of(hits: Sequence[Hit]) -> Outcome:
-    """What delivering these hits amounts to: notes if any is text, else pointers, else nothing."""
+    """What delivering these hits amounts to: notes if any is text or a passage, else pointers,
+    else nothing."""
     kept = {h.delivery for h in hits}
-    if Delivery.TEXT in kept:
+    if Delivery.TEXT in kept or Delivery.PASSAGE in kept:
         return Outcome.NOTES
     return Outcome.POINTERS if Delivery.POINTER in kept else Outcome.NOTHING
 

@@ -13,6 +13,7 @@ function of that name: a submodule would shadow it as an attribute of the packag
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -209,6 +210,12 @@ class Retrieval:
         """Each search term's rarity (idf) in the vault: what a passage is chosen by."""
         stats = self.verdicts[0].stats if self.verdicts else None
         return stats.rarity if stats is not None else {}
+
+    @property
+    def passage_coverage(self) -> float:
+        """The judging calibration's `passage_coverage` (inf without a verdict)."""
+        cal = self.verdicts[0].calibration if self.verdicts else None
+        return cal.passage_coverage if cal is not None else math.inf
 
     @property
     def outcome(self) -> Outcome:

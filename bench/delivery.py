@@ -181,10 +181,11 @@ def report(title: str, per: dict[str, dict[str, dict[str, Figures]]]) -> None:
 def session_chars(
     rows: list[Any], fusion: Any, coverage: float = float("inf"), seed: int = 7
 ) -> tuple[int, int, int, int]:
-    """A 20-prompt session of related prompts (answerable ones about four notes, asked in both
-    languages, and coding prompts between them): characters received with and without the
-    once-per-session ledger, and answers given (as text or passage, now or earlier in the
-    session) each way."""
+    """A 20-prompt session of related prompts: five notes' questions (each note's same- and
+    cross-language question, asked one after the other), each followed by a follow-up that
+    retrieves what its question did (the proxy: the same dumped hits, as "and what about…"
+    prompts mostly do). Characters received with and without the once-per-session ledger, and
+    questions whose answer was given (as text or passage, now or earlier) each way."""
     from vaultmem.agent.render import plan_size
     from vaultmem.search.retrieval import delivered
 
@@ -193,12 +194,11 @@ def session_chars(
     for r in rows:
         if r.answerable and len(r.relevant) == 1:
             by_note[next(iter(r.relevant))].append(r)
-    notes = [n for n, rs in by_note.items() if len(rs) >= 3]
-    chosen = rng.sample(notes, min(4, len(notes)))
-    related = [r for n in chosen for r in by_note[n]][:16]
-    coding = [r for r in rows if not r.answerable][:4]
-    session = related + coding
-    rng.shuffle(session)
+    notes = sorted(n for n, rs in by_note.items() if len(rs) >= 2)
+    session: list[Any] = []
+    for note in rng.sample(notes, min(5, len(notes))):
+        for r in by_note[note][:2]:
+            session += [r, r]  # the question, then its follow-up
     totals = []
     for ledger in (False, True):
         seen: set[str] = set()
@@ -208,11 +208,10 @@ def session_chars(
             kept = delivered(_calibrate.deliver(r, fusion, k=K))
             p = new_block(kept, r, seen if ledger else None, coverage)
             chars += plan_size(p.items) if p.items else 0
-            now = {i.path for i in p.delivered}
             if ledger:
-                seen |= {i.key for i in p.delivered}
-            given |= now
-            answered += r.answerable and bool(r.relevant & given)
+                seen |= set(p.remembered)
+            given |= {i.path for i in p.delivered}
+            answered += bool(r.relevant & given)
         totals += [chars, answered]
     return totals[0], totals[2], totals[1], totals[3]
 
@@ -305,6 +304,33 @@ def cached_fits(field: str, rows_by: dict[str, list[Any]], make: Any) -> dict[st
     fits = make()
     path.write_bytes(pickle.dumps(fits))
     return fits
+
+
+def plan_timing(rows_by: dict[str, list[Any]], fusion: Any) -> None:
+    """What rendering costs a prompt, before and after (median and p95 ms over every prompt
+    that keeps a note, shipped calibration): the delivery plan tokenises the kept chunks' lines
+    to pick passages, where the old renderer only cut text."""
+    from vaultmem.search.retrieval import delivered
+
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    for rows in rows_by.values():
+        for r in rows:
+            kept = delivered(_calibrate.deliver(r, fusion, k=K))
+            if not kept:
+                continue
+            t0 = time.perf_counter()
+            old_block(kept, r.prompt)
+            t1 = time.perf_counter()
+            new_block(kept, r, coverage=fusion.calibration.passage_coverage)
+            t2 = time.perf_counter()
+            times["before"].append((t1 - t0) * 1000)
+            times["after"].append((t2 - t1) * 1000)
+    for which, ts in times.items():
+        ts.sort()
+        print(
+            f"rendering {which}: median {ts[len(ts) // 2]:.2f} ms, p95 "
+            f"{ts[int(len(ts) * 0.95)]:.2f} ms over {len(ts)} prompts"
+        )
 
 
 def live_check(
@@ -419,6 +445,7 @@ def main() -> int:
             warm[0.0],
             held_out(warm[0.0], "second_calibration", fit0),
         )
+    plan_timing(cold, base)
     for title, (rows_by, fusions) in paths.items():
         print(f"\n{title}: held-out passage bands above")
         per = {

@@ -278,3 +278,16 @@ def test_a_pointer_band_note_is_its_passage_when_those_lines_hold_the_prompts_wo
     # The lines hold 8 of the prompt's 11 nats of rarity: under a stricter share, a pointer.
     assert plan([hit], weights=weights, passage_coverage=0.8).items[0].form is Form.POINTER
     assert plan([hit], weights=weights).items[0].form is Form.POINTER  # none by default
+
+
+def test_a_session_is_reminded_once_and_offered_a_pointer_once() -> None:
+    given = a_hit("a.md", text="the zephyrquill archive", delivery=Delivery.TEXT)
+    offered = long_pointer(1)
+    first = plan([given, offered], prompt="zephyrquill")
+    assert [i.form for i in first.items] == [Form.TEXT, Form.POINTER]
+    seen = set(first.remembered)
+    second = plan([given, offered], prompt="zephyrquill", seen=seen)
+    assert [(i.path, i.reminder) for i in second.items] == [("a.md", True)]
+    assert [x.reason for x in second.left_out] == ["offered earlier in this session"]
+    third = plan([given, offered], prompt="zephyrquill", seen=seen | set(second.remembered))
+    assert not third.items and {x.path for x in third.left_out} == {"a.md", offered.path}

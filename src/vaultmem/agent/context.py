@@ -360,7 +360,7 @@ def build_context(
         paths.extend(i.path for i in chosen.items)
         band = "notes" if chosen.delivered else "pointers"
         if ledger is not None:
-            ledger.add(i.key for i in chosen.delivered)
+            ledger.add(chosen.remembered)
     return ContextResult(
         "\n\n".join(blocks),
         tuple(notices),

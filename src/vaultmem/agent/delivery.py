@@ -17,7 +17,8 @@ Design decisions:
   pointers beyond the budget are left out, each with its reason (`Plan.left_out`). A pointer
   line is at most POINTER_LINE characters: titles and headings are cut, never the path.
 - Once per session. A chunk already delivered whole or as a passage in this session (`seen`)
-  comes back as a one-line reminder, not its text again.
+  comes back once as a one-line reminder, not its text again, and after that not at all; a
+  pointer is offered once. Both are named in `Plan.left_out` when left out.
 """
 
 from __future__ import annotations
@@ -101,9 +102,22 @@ class Plan:
     def pointers(self) -> tuple[Item, ...]:
         return tuple(i for i in self.items if i.form is Form.POINTER)
 
+    @property
+    def remembered(self) -> tuple[str, ...]:
+        """What a session's ledger records of this plan: chunks given in full, and chunks
+        offered as a pointer or a reminder (`offered_key`)."""
+        return tuple(i.key for i in self.delivered) + tuple(
+            offered_key(i.key) for i in self.pointers
+        )
+
 
 def seen_key(hit: Hit) -> str:
     return f"{hit.path}\0{hit.content_hash}"
+
+
+def offered_key(key: str) -> str:
+    """What the ledger remembers of a chunk offered as a pointer or a reminder."""
+    return f"offered\0{key}"
 
 
 def plan(
@@ -130,6 +144,7 @@ def plan(
     weights = weights or {}
     coverage = passage_coverage
     items: list[Item] = []
+    left: list[LeftOut] = []
     text_rank = 0
     for rank, hit in enumerate(hits, 1):
         if not hit.text.strip():
@@ -151,7 +166,10 @@ def plan(
             key=key,
         )
         if key in seen:
-            items.append(replace(base, why="given earlier in this session", reminder=True))
+            if offered_key(key) in seen:  # its reminder too: nothing new to say
+                left.append(LeftOut(hit.path, "given earlier in this session"))
+            else:
+                items.append(replace(base, why="given earlier in this session", reminder=True))
             continue
         if hit.delivery is Delivery.TEXT:
             room = ROOMS[min(text_rank, len(ROOMS) - 1)]
@@ -176,18 +194,29 @@ def plan(
                 base, form=Form.TEXT if cut.whole else Form.PASSAGE, body=cut.text, lines=cut.lines
             )
         )
-    return fit(items, hits, weights, budget)
+    for item in [i for i in items if i.form is Form.POINTER and not i.reminder]:
+        if offered_key(item.key) in seen:
+            items.remove(item)
+            left.append(LeftOut(item.path, "offered earlier in this session"))
+    return fit(items, hits, weights, budget, left)
 
 
 def _other_script(hit: Hit) -> bool:
     return hit.lexical_imputed
 
 
-def fit(items: list[Item], hits: Sequence[Hit], weights: Mapping[str, float], budget: int) -> Plan:
+def fit(
+    items: list[Item],
+    hits: Sequence[Hit],
+    weights: Mapping[str, float],
+    budget: int,
+    left: list[LeftOut] | None = None,
+) -> Plan:
     """Shrink the weakest items until the rendered blocks fit `budget`: a passage loses lines,
-    then becomes a pointer; pointers beyond the budget (or MAX_POINTERS) are left out."""
+    then becomes a pointer; pointers beyond the budget (or MAX_POINTERS) are left out (added to
+    `left`, the notes already left out and why)."""
     by_path = {h.path: h for h in hits}
-    left: list[LeftOut] = []
+    left = list(left or [])
     # Too many pointer lines: the weakest beyond MAX_POINTERS go (k is 5 by default: rare).
     pointers = [i for i in items if i.form is Form.POINTER]
     for extra in pointers[render.MAX_POINTERS :]:

@@ -91,7 +91,9 @@ def hook_payload(prompt: str, cwd: Path, session: str) -> str:
     return proc.stdout.decode()
 
 
-def test_one_line_of_a_long_conversation_arrives_as_that_passage(meeting_vault: Vault) -> None:
+def test_one_line_of_a_long_conversation_arrives_as_that_passage(
+    meeting_vault: Vault, monkeypatch: pytest.MonkeyPatch
+) -> None:
     question = "when does the quokkaflint canary run?"
     data = context_json(question)
     [item] = [i for i in data["items"] if i["path"] == "meetings/2026-03-03-sync.md"]
@@ -102,10 +104,16 @@ def test_one_line_of_a_long_conversation_arrives_as_that_passage(meeting_vault: 
     first, last = item["lines"]
     file_lines = conversation().split("\n")
     assert ANSWER in file_lines[first - 1 : last]
-    # The hook gives the same passage.
+    # The hook gives the same passage, and the injection log says it was a passage.
+    monkeypatch.setenv("VAULTMEM_LOG_INJECTIONS", "1")
     out = hook_payload(question, meeting_vault.root, uuid.uuid4().hex)
     assert ANSWER in out and f'lines="{first}-{last}"' in out
     assert "about item 0," not in out  # not the whole note
+    r = CliRunner().invoke(cli, ["log", "--json"])
+    [entry] = [e for e in json.loads(r.stdout) if e["source"].startswith("claude-hook")]
+    assert entry["passages"] == ["meetings/2026-03-03-sync.md"]
+    r = CliRunner().invoke(cli, ["log"])
+    assert "meetings/2026-03-03-sync.md (passage)" in r.stdout
 
 
 def test_query_and_context_agree_item_for_item(meeting_vault: Vault) -> None:

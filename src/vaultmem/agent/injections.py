@@ -208,6 +208,8 @@ def read(home: Path, last: int | None = None) -> list[Injection]:
                         pointers=tuple(str(p) for p in data.get("pointers") or ()),
                         prompt=_optional_str(data.get("prompt")),
                         second_opinion=data.get("second_opinion") is True,
+                        passages=tuple(str(p) for p in data.get("passages") or ()),
+                        left_out=tuple(str(p) for p in data.get("left_out") or ()),
                     )
                 )
             except (ValueError, KeyError, TypeError):

@@ -117,9 +117,12 @@ def log_cmd(last: int, as_json: bool) -> None:
         # One record, one line: every field is shown escaped (a file name holding a newline
         # or an escape sequence prints as `\n` / `\x1b`, never as a line of its own).
         prompt = f" {display_path(repr(e.prompt))}" if e.prompt is not None else ""
-        paths = ", ".join(display_path(p) for p in e.paths)
+        forms = {p: " (pointer)" for p in e.pointers} | {p: " (passage)" for p in e.passages}
+        paths = ", ".join(display_path(p) + forms.get(p, "") for p in e.paths)
         if e.second_opinion:
             paths += "  (second opinion)"
+        if e.left_out:
+            paths += "  left out: " + "; ".join(display_path(x) for x in e.left_out)
         click.echo(
             f"{display_path(e.time)}  {display_path(e.source):<16} {display_path(e.vault or '-')}  "
             f"prompt {display_path(e.prompt_sha256 or '-')}{prompt}  {e.chars} chars  {paths}"

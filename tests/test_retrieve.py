@@ -11,7 +11,7 @@ from reliability import wait_for
 from vaultmem.agent.context import build_context
 from vaultmem.config import load_settings
 from vaultmem.embed import get_embedder
-from vaultmem.search import Drop, Mode, Prompt, Retrieval, retrieve
+from vaultmem.search import Drop, Mode, Prompt, Request, Retrieval, retrieve
 from vaultmem.store import db
 
 
@@ -29,9 +29,7 @@ def indexed_rollback_notes(conn, vault: Vault) -> db.Vault:
 
 def run(conn, v: db.Vault, prompt: str | Prompt, **options) -> Retrieval:
     embedder = get_embedder(load_settings(v.root))
-    return retrieve(
-        conn, v, prompt, embedder, **{"k": 5, "min_score": 0.0, "gate_level": 0.0, **options}
-    )
+    return retrieve(conn, v, Request(prompt, **options), embedder)
 
 
 def watermark(conn, v: db.Vault) -> str | None:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from ..config import Settings
     from ..embed import Embedder
-    from ..search import Hit, Prompt, Retrieval, SecondOpinion
+    from ..search import Hit, SecondOpinion
     from ..store import db
     from ..store.db import Conn
 
@@ -248,7 +248,7 @@ def build_context(
     `session` (Claude Code's session id) keeps a chunk delivered in full once in the session
     from being delivered again (`session.SessionLedger`): it comes back as a one-line reminder.
     """
-    from ..search import Prompt
+    from ..search import Prompt, Request, retrieve
     from ..store import db
 
     res = resources if resources is not None else ColdResources()
@@ -307,15 +307,8 @@ def build_context(
                             prefs = vault_preferences(conn, vault, settings.agent_folder)
                         if wants_notes and asked is not None:
                             embedder = embedder or res.embedder(settings)
-                            found = _search(
-                                conn,
-                                settings,
-                                vault,
-                                asked,
-                                k,
-                                embedder,
-                                opinion,
-                            )
+                            asking = Request.of(settings, asked, k=k, second_opinion=opinion)
+                            found = retrieve(conn, vault, asking, embedder)
                             hits, rarity = list(found.hits), found.rarity
                             coverage = found.passage_coverage
                             provenance = sources(conn, vault, hits, settings.agent_folder)
@@ -401,29 +394,6 @@ def notes_plan(
         provenance=provenance,
         seen=seen,
         passage_coverage=passage_coverage,
-    )
-
-
-def _search(
-    conn: Conn,
-    settings: Settings,
-    vault: db.Vault,
-    prompt: Prompt,
-    k: int,
-    embedder: Embedder,
-    second_opinion: SecondOpinion | None = None,
-) -> Retrieval:
-    from ..search import retrieve
-
-    return retrieve(
-        conn,
-        vault,
-        prompt,
-        embedder,
-        k=k,
-        min_score=settings.min_score,
-        gate_level=settings.gate,
-        second_opinion=second_opinion,
     )
 
 

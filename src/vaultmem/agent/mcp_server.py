@@ -190,7 +190,7 @@ class VaultTools:
     def search(
         self, query: str, k: int = 5, path_prefix: str = "", tag: str = "", explain: bool = False
     ) -> str:
-        from ..search import Prompt, retrieve
+        from ..search import Prompt, Request, retrieve
 
         target = self.target()
         k = max(1, min(MAX_K, k))
@@ -205,18 +205,15 @@ class VaultTools:
         ):
             vault = self._index(conn, target)
             # Without the notes HEAD no longer holds, if it moved without a hook.
-            found = retrieve(
-                conn,
-                vault,
+            asking = Request.of(
+                target.settings,
                 asked,
-                embedder,
                 k=k,
                 path_prefix=path_prefix or None,
                 tag=tag or None,
-                min_score=target.settings.min_score,
-                gate_level=target.settings.gate,
                 second_opinion=self.resources.second_opinion(target.settings),
             )
+            found = retrieve(conn, vault, asking, embedder)
             hits = found.hits
             provenance = sources(conn, vault, list(hits), target.settings.agent_folder)
         # The same items, order and delivery as `vaultmem context` and the hook give.

@@ -84,7 +84,7 @@ def query_cmd(
     from ..agent.context import ColdResources, notes_plan, sources
     from ..agent.delivery import Form, item_json
     from ..embed import get_embedder
-    from ..search import Prompt, retrieve
+    from ..search import Prompt, Request, retrieve
     from ..store import db
     from ..vaults import NO_VAULT_HINT
 
@@ -100,19 +100,16 @@ def query_cmd(
     embedder = get_embedder(settings)
     with db.connect(settings) as conn:
         v = _registered_vault(conn, entry, settings.installation)
-        found = retrieve(
-            conn,
-            v,
+        asking = Request.of(
+            settings,
             text,
-            embedder,
             k=k,
             path_prefix=path_prefix,
             tag=tag,
             mode=Mode(mode),
-            min_score=settings.min_score,
-            gate_level=settings.gate,
             second_opinion=ColdResources(second_opinion=True).second_opinion(settings),
         )
+        found = retrieve(conn, v, asking, embedder)
         provenance = sources(conn, v, list(found.hits), settings.agent_folder)
     # A kept hit that HEAD no longer holds is in neither list: not shown at all.
     hits = found.hits

@@ -5,8 +5,9 @@ its vector and full-text candidates (`candidates`: HNSW cosine and BM25), they a
 one hit per note with the evidence each carries (`fusion`, per-model profiles), and the
 relevance gate decides what reaches the user (`relevance`; `embed.generic` tells prompts about
 generic coding work apart; a long-lived process adds a language-agnostic `second_opinion`).
-`retrieve` (`retrieval`) composes the steps for the readers (`vaultmem query`, `vaultmem
-context` and the Claude Code hook, MCP `search`) and leaves out notes HEAD no longer holds.
+`retrieve` (`retrieval`: one frozen `Request` in, a `Retrieval` out) composes the steps for the
+readers (`vaultmem query`, `vaultmem context` and the Claude Code hook, MCP `search`) and
+leaves out notes HEAD no longer holds.
 
 This module is the room's front door: other rooms, the CLI and the benchmarks import from
 `vaultmem.search`, not from its modules (tests too, except where a module's own internals are
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
         signals,
     )
     from .retrieval import (
+        Request,
         Retrieval,
         fuse_candidates,
         judge,
@@ -70,6 +72,7 @@ __all__ = [
     "Outcome",
     "Prompt",
     "QueryStats",
+    "Request",
     "Retrieval",
     "SecondOpinion",
     "Signals",
@@ -123,6 +126,7 @@ _HOME = {
     "gate": "relevance",
     "outcome_of": "relevance",
     "signals": "relevance",
+    "Request": "retrieval",
     "Retrieval": "retrieval",
     "fuse_candidates": "retrieval",
     "judge": "retrieval",

@@ -29,6 +29,7 @@ from .relevance import PROMPT_WINDOW, Drop, Outcome, QueryStats, Verdict, gate, 
 if TYPE_CHECKING:
     import psycopg
 
+    from ..config import Settings
     from ..embed import Embedder
     from ..store.db import Conn, Vault
     from .second_opinion import SecondOpinion
@@ -233,22 +234,34 @@ class Retrieval:
         )
 
 
+@dataclass(frozen=True)
+class Request:
+    """One search as a reader asks it: the prompt, how many notes, which part of the vault,
+    and the gate's settings (`Request.of` reads them from the user's settings)."""
+
+    prompt: str | Prompt
+    k: int = 5
+    path_prefix: str | None = None
+    tag: str | None = None
+    mode: Mode = Mode.HYBRID
+    min_score: float = 0.0  # VAULTMEM_MIN_SCORE
+    gate_level: float = 0.0  # VAULTMEM_GATE
+    second_opinion: SecondOpinion | None = None
+
+    @classmethod
+    def of(cls, settings: Settings, prompt: str | Prompt, **options: Any) -> Request:
+        """A request with the gate's settings from `settings` (its min score and level)."""
+        return cls(prompt, min_score=settings.min_score, gate_level=settings.gate, **options)
+
+
 def retrieve(
     conn: Conn,
     vault: Vault,
-    prompt: str | Prompt,
+    request: Request,
     embedder: Embedder | None,
-    *,
-    k: int,
-    path_prefix: str | None = None,
-    tag: str | None = None,
-    mode: Mode = Mode.HYBRID,
-    min_score: float,
-    gate_level: float,
-    second_opinion: SecondOpinion | None = None,
 ) -> Retrieval:
-    """The notes a reader may hand out for `prompt`: the gate's kept hits (`judge`), less those
-    whose note HEAD no longer holds as indexed.
+    """The notes a reader may hand out for `request`: the gate's kept hits (`judge`), less
+    those whose note HEAD no longer holds as indexed.
 
     A HEAD that moved without a hook (a reset, a checkout, an update-ref) leaves the index
     behind: its stale hits are left out and the catch-up a git hook would run is started in the
@@ -258,15 +271,15 @@ def retrieve(
     verdicts = judge(
         conn,
         vault.id,
-        prompt,
+        request.prompt,
         embedder,
-        k=k,
-        path_prefix=path_prefix,
-        tag=tag,
-        mode=mode,
-        min_score=min_score,
-        gate_level=gate_level,
-        second_opinion=second_opinion,
+        k=request.k,
+        path_prefix=request.path_prefix,
+        tag=request.tag,
+        mode=request.mode,
+        min_score=request.min_score,
+        gate_level=request.gate_level,
+        second_opinion=request.second_opinion,
     )
     kept = delivered(verdicts)
     if vault.shared:

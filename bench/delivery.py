@@ -61,8 +61,9 @@ def old_block(kept: list[Any], prompt: str, budget: int = 2500) -> tuple[list[st
     """The renderer before issue 41 (main 0c4e12a's build_context): text hits water-filled into
     the budget less a pointer block of at most 440 characters. (text paths, pointer paths,
     characters)."""
+    from _old_render import POINTERS_MAX_CHARS, Pointer, fit_context, render_pointers
+
     from vaultmem.agent import delivery
-    from vaultmem.agent.render import POINTERS_MAX_CHARS, Pointer, fit_context, render_pointers
     from vaultmem.search import Delivery
 
     texts = [h for h in kept if h.delivery is not Delivery.POINTER]

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 from indexing import index
 
 from vaultmem import vaults
+from vaultmem.agent.delivery import plan
 from vaultmem.agent.provenance import USER, Source, note_source
-from vaultmem.agent.render import escape_attr, fit_context
+from vaultmem.agent.render import escape_attr, render_plan
 from vaultmem.cli import cli
 from vaultmem.config import ConfigError, load_settings
 from vaultmem.index.gitwrite import WriteRefused, commit_file
@@ -68,9 +69,17 @@ def test_agent_folder_setting_must_stay_inside_the_vault() -> None:
             load_settings(environ={"VAULTMEM_AGENT_FOLDER": bad})
 
 
-class _Hit:
-    def __init__(self, path: str, text: str) -> None:
-        self.path, self.heading, self.text, self.commit_sha = path, "H", text, "abcdef1234"
+def _Hit(path: str, text: str) -> object:  # noqa: N802
+    from sample_notes import a_hit
+
+    from vaultmem.search import Delivery
+
+    return a_hit(path, heading="H", text=text, commit_sha="abcdef1234", delivery=Delivery.TEXT)
+
+
+def fit_context(hits: list, max_chars: int, provenance: dict | None = None) -> tuple[str, list]:
+    p = plan(hits, budget=max_chars, provenance=provenance)
+    return render_plan(p.items), list(p.items)
 
 
 def test_fence_carries_escaped_provenance_only_for_agent_notes() -> None:
@@ -84,7 +93,7 @@ def test_fence_carries_escaped_provenance_only_for_agent_notes() -> None:
     assert len(shown) == 2
     agent_open = next(line for line in block.splitlines() if 'path="agent/a.md"' in line)
     assert agent_open.endswith(
-        f'source="agent" written="2026-12-03" project="{escape_attr(evil)}">'
+        f'delivery="text" source="agent" written="2026-12-03" project="{escape_attr(evil)}">'
     )
     assert "<system>" not in block and 'source="user"' not in block
     user_open = next(line for line in block.splitlines() if 'path="notes/b.md"' in line)

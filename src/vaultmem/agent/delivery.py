@@ -228,7 +228,7 @@ def fit(
             item = items[idx]
             if item.form is Form.POINTER:
                 continue
-            room = len(item.body) - over - 1
+            room = len(render.escape_text(item.body)) - over - 1
             if room >= MIN_BODY:
                 cut = passage(by_path[item.path], weights, room)
                 if cut.text and len(cut.text) < len(item.body):

@@ -136,7 +136,11 @@ def log_cmd(last: int, as_json: bool) -> None:
 @click.option("--folder", help="Folder in the vault (default: VAULTMEM_AGENT_FOLDER or agent/).")
 @click.option("--append", is_flag=True, help="Add a dated entry to the note of this title.")
 @click.option("--expect-blob", help="The blob id last read, to update an existing note.")
-@click.option("--vault", help="The vault (default: the current directory's repository).")
+@click.option(
+    "--vault",
+    help="A registered vault (default: as for `vaultmem context`: VAULTMEM_VAULT, the "
+    "registered vault holding the current directory, else the default vault).",
+)
 @json_option
 def remember(
     title: str,
@@ -148,21 +152,25 @@ def remember(
     vault: str | None,
     as_json: bool,
 ) -> None:
-    """Write a scanned note as the agent and commit it, never touching the user's work."""
+    """Write a scanned note as the agent and commit it, never touching the user's work.
+
+    Only into a registered vault, never the repository you happen to be in: a code project is
+    not memory. Refused, with nothing written, where the note would replace a file git does not
+    show (untracked, ignored, skip-worktree), where its folder is a file, while a commit is in
+    progress (index.lock), or where the file has uncommitted edits."""
     import os
     import sys
 
     from ..agent.write import Provenance
     from ..agent.write import remember as do_remember
     from ..index.hook_run import run_from_git_hook
-    from .base import vault_root
 
+    root = _writing_root(vault)
     if source is None or source == "-":
         text = sys.stdin.read()
     else:
         with open(source, encoding="utf-8") as fh:
             text = fh.read()
-    root = vault_root(vault)
     written = do_remember(
         root,
         title,
@@ -198,6 +206,22 @@ def _log_write(root: Path, path: str, chars: int) -> None:
         paths=[path],
         chars=max(1, chars),
     )
+
+
+def _writing_root(vault: str | None) -> Path:
+    """The registered vault an agent write goes to (as a reader resolves it), never an
+    unregistered repository."""
+    from ..errors import ConfigError
+    from ..index.gitdiff import repo_root
+    from ..vaults import NO_VAULT_HINT
+    from .base import reading_vault
+
+    entry = reading_vault(vault)
+    if entry is None:
+        raise ConfigError(NO_VAULT_HINT)
+    if entry.path is None:
+        raise ConfigError(f"{entry.name} is a shared vault: the agent writes on its source")
+    return repo_root(entry.path)
 
 
 def _review_root(vault: str | None) -> Path:

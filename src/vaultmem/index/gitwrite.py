@@ -3,9 +3,16 @@
 Design decision: the commit is built through a private index (`GIT_INDEX_FILE` in a temporary
 file seeded from HEAD), so the user's staged changes are never part of it; `git commit-tree`
 gives the commit a distinct author and a trailer, and `git update-ref NEW OLD` moves the branch
-only if nobody else moved it meanwhile (compare-and-swap on the ref). The user's working tree
-and real index are refreshed for that one path only, and only when that path was clean. Writers
-of one vault are serialised by a lock in its state folder, so concurrent writes land in order.
+only if nobody else moved it meanwhile (compare-and-swap on the ref). The ref moves only while
+vaultmem holds the real index's `index.lock`, as `git commit` does: a user's commit in progress
+(its editor open) makes the write wait briefly, then refuse with nothing moved. Under that lock
+the user's index is updated for that one path (a copy changed through GIT_INDEX_FILE, renamed
+over the index the way git commits a lock file) and the file is written; a refusal before the
+ref moves leaves HEAD, the index and the work tree exactly as they were. Nothing the user has
+on disk is ever replaced: a target that exists but is not committed (untracked, ignored,
+excluded), is hidden from `git status` (skip-worktree, assume-unchanged) or has uncommitted
+edits, or a folder on its way that is a file, is refused before anything changes. Writers of
+one vault are serialised by a lock in its state folder, so concurrent writes land in order.
 Content compare-and-swap: replacing an existing file needs the blob id the caller last read.
 """
 
@@ -13,9 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,8 +119,9 @@ def _path_is_dirty(root: Path, path: str) -> bool:
 
 
 @contextlib.contextmanager
-def _index_lock(git_dir: Path, tries: int = 20, pause: float = 0.05):
-    """Hold the real index's lock the way git does (O_EXCL on index.lock), retrying briefly."""
+def _index_lock(git_dir: Path, tries: int = 20, pause: float = 0.05) -> Iterator[Path]:
+    """Hold the real index's lock the way git does (O_EXCL on index.lock), retrying briefly;
+    yields the lock file's path (renaming it over the index commits a new index)."""
     lock = git_dir / "index.lock"
     for _ in range(tries):
         try:
@@ -121,12 +131,44 @@ def _index_lock(git_dir: Path, tries: int = 20, pause: float = 0.05):
             continue
         os.close(fd)
         try:
-            yield
+            yield lock
         finally:
             with contextlib.suppress(FileNotFoundError):
                 lock.unlink()
         return
-    raise WriteRefused("the vault's index.lock is held by another git command: try again")
+    raise WriteRefused(
+        "the vault's index.lock is held by another git command (a commit in progress?): "
+        "nothing was written; try again when it is done"
+    )
+
+
+def _refuse_what_git_hides(root: Path, path: str, at_head: str | None) -> None:
+    """Refuse, before anything changes, a target the user has on disk in a form a write would
+    replace without `git status` showing it: a folder on the way that is a file, an
+    uncommitted (untracked, ignored or excluded) file where a new note would go, or a tracked
+    file git is told not to look at (skip-worktree, assume-unchanged)."""
+    here = root
+    parts = Path(path).parts
+    for part in parts[:-1]:
+        here = here / part
+        if os.path.lexists(here) and not here.is_dir():
+            raise WriteRefused(
+                f"{here.relative_to(root)} is a file where the note's folder would be: nothing "
+                "was written; move it or choose another folder"
+            )
+    target = root / path
+    if at_head is None and os.path.lexists(target):
+        raise WriteRefused(
+            f"{path} already exists in the vault's folder but is not committed (untracked, or "
+            "ignored by .gitignore): nothing was written; move it away or commit it first"
+        )
+    if at_head is not None:
+        tag = _git(root, "ls-files", "-v", "--", path)[:1]
+        if tag == "S" or (tag.isalpha() and tag.islower()):
+            raise WriteRefused(
+                f"{path} is marked skip-worktree or assume-unchanged, so git would not show "
+                "your edits to it: nothing was written; clear the mark first"
+            )
 
 
 def commit_file(
@@ -163,6 +205,7 @@ def commit_file(
                 f"{path} changed since it was read (blob {current[:12]}, expected "
                 f"{(expect_blob or 'none')[:12]}): read it again"
             )
+        _refuse_what_git_hides(root, path, current)
         if _path_is_dirty(root, path):
             raise WriteRefused(f"{path} has uncommitted edits: commit or discard them first")
         blob = _git(root, "hash-object", "-w", "--stdin", data=data)
@@ -179,46 +222,46 @@ def commit_file(
             tree = _git(root, "write-tree", env=env)
             body = f"{message}\n\n{TRAILER}: {trailer_value}\n"
             commit = _git(root, "commit-tree", tree, "-p", old, data=body.encode(), env=env)
-        _git(root, "update-ref", "-m", f"vaultmem: {message}", ref, commit, old)
-        _refresh_work_tree(root, git_dir, path, data, blob)
+        with _index_lock(git_dir) as lock, tempfile.TemporaryDirectory() as tmp:
+            # The user's index as it is now (under its lock), with this one path's new entry.
+            staged = Path(tmp) / "index"
+            if (git_dir / "index").exists():
+                shutil.copyfile(git_dir / "index", staged)
+            env = dict(os.environ, GIT_INDEX_FILE=str(staged))
+            _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+            # Only now does the ref move; a refusal above left everything as it was.
+            _git(root, "update-ref", "-m", f"vaultmem: {message}", ref, commit, old)
+            _write_file(root, path, data)
+            shutil.copyfile(staged, lock)
+            os.replace(lock, git_dir / "index")  # git's own way to commit an index
+        # The new entry's file stat is refreshed once the lock is released (best effort).
+        subprocess.run(
+            ["git", "-C", str(root), "update-index", "-q", "--refresh", "--", path],
+            capture_output=True,
+        )
         return Written(path, blob, commit, current)
 
 
-def _refresh_work_tree(root: Path, git_dir: Path, path: str, data: bytes, blob: str) -> None:
-    """Bring the user's file and its real-index entry up to the new commit (the path was
-    checked clean above, under the writer lock)."""
+def _write_file(root: Path, path: str, data: bytes) -> None:
+    """Write the committed file into the work tree (its path was checked free or clean above,
+    under the writer lock), created with the user's umask as git creates files."""
     target = root / path
     target.parent.mkdir(parents=True, exist_ok=True)
     _check_path(root, path)
-    with _index_lock(git_dir):
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".vaultmem-")
+    for _ in range(100):
+        tmp = target.parent / f".vaultmem-{os.urandom(6).hex()}"
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-    # git update-index takes index.lock itself: run it once ours is released.
-    for _ in range(20):
-        proc = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(root),
-                "update-index",
-                "--add",
-                "--cacheinfo",
-                f"100644,{blob},{path}",
-            ],
-            capture_output=True,
-        )
-        if proc.returncode == 0:
-            break
-        time.sleep(0.05)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # less the umask
+        except FileExistsError:
+            continue
+        break
     else:
-        raise WriteRefused("the vault's index.lock is held by another git command: try again")
-    subprocess.run(
-        ["git", "-C", str(root), "update-index", "-q", "--refresh", "--", path], capture_output=True
-    )
+        raise WriteRefused(f"cannot create a temporary file beside {path}")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,131 @@
+"""Agent writes that can never cost the user a file or a commit (issue 43): a target git would
+not show (ignored, untracked, skip-worktree, assume-unchanged), a folder that is a file, and a
+user's commit in progress (index.lock held) are refused before anything moves; HEAD, the index
+and every file stay byte-identical after each refusal. Through `vaultmem remember`."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from vaultmem import vaults
+from vaultmem.cli import cli
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    r = tmp_path / "vault"
+    r.mkdir()
+    git(r, "init", "-q", "-b", "main")
+    (r / ".gitignore").write_text("drafts/\n")
+    (r / "a.md").write_text("# A\n\nuser note\n")
+    git(r, "add", ".")
+    git(r, "commit", "-q", "-m", "init")
+    vaults.register(r)  # agent writes go only to registered vaults
+    monkeypatch.chdir(r)
+    return r
+
+
+def state(repo: Path) -> tuple[str, str, dict[str, str]]:
+    """HEAD, the index (as git lists it, with stat flags) and every file's bytes."""
+    files = {
+        str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(repo).parts
+    }
+    return git(repo, "rev-parse", "HEAD"), git(repo, "ls-files", "-s", "-v"), files
+
+
+def remember(repo: Path, title: str, *args: str) -> object:
+    return CliRunner().invoke(
+        cli, ["remember", title, "--vault", str(repo), *args, "--file", "-"], input="agent text\n"
+    )
+
+
+def test_an_ignored_file_is_never_overwritten(repo: Path) -> None:
+    (repo / "drafts").mkdir()
+    (repo / "drafts/plan.md").write_text("my private plan\n")
+    before = state(repo)
+    r = remember(repo, "plan", "--folder", "drafts")
+    assert r.exit_code == 9 and "ignored" in r.output and "Traceback" not in r.output
+    assert state(repo) == before
+    assert (repo / "drafts/plan.md").read_text() == "my private plan\n"
+
+
+def test_an_untracked_file_where_the_folder_would_be_moves_nothing(repo: Path) -> None:
+    (repo / "notes").write_text("an untracked file named like the folder\n")
+    before = state(repo)
+    r = remember(repo, "locked note", "--folder", "notes")
+    assert r.exit_code == 9 and "is a file where the note's folder would be" in r.output
+    assert state(repo) == before
+
+
+@pytest.mark.parametrize("mark", ["--skip-worktree", "--assume-unchanged"])
+def test_a_file_git_is_told_not_to_look_at_is_refused(repo: Path, mark: str) -> None:
+    r = remember(repo, "kept")
+    assert r.exit_code == 0, r.output
+    path = repo / "agent/kept.md"
+    git(repo, "update-index", mark, "agent/kept.md")
+    path.write_text("the user's edit, hidden from git status\n")
+    before = state(repo)
+    blob = git(repo, "rev-parse", "HEAD:agent/kept.md").strip()
+    r = remember(repo, "kept", "--expect-blob", blob)
+    assert r.exit_code == 9 and mark.lstrip("-") in r.output
+    assert state(repo) == before
+
+
+def test_a_commit_in_progress_makes_the_write_refuse_with_nothing_moved(repo: Path) -> None:
+    lock = repo / ".git/index.lock"
+    lock.write_bytes(b"")  # a user's `git commit` with its editor open holds this
+    try:
+        before = state(repo)
+        r = remember(repo, "locked note")
+        assert r.exit_code == 9 and "index.lock" in r.output
+        assert state(repo) == before and not (repo / "agent").exists()
+    finally:
+        lock.unlink()
+    # ...and the user's next commit deletes nothing of the agent's: there is nothing of it.
+    git(repo, "commit", "-q", "--allow-empty", "-m", "user")
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_an_agent_note_is_created_with_the_users_umask(repo: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        r = remember(repo, "shared note")
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0, r.output
+    assert stat.S_IMODE((repo / "agent/shared-note.md").stat().st_mode) == 0o644
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_remember_never_writes_into_an_unregistered_repository(repo: Path, tmp_path: Path) -> None:
+    code = tmp_path / "code-project"
+    code.mkdir()
+    git(code, "init", "-q", "-b", "main")
+    (code / "NOTES.md").write_text("x\n")
+    git(code, "add", ".")
+    git(code, "commit", "-q", "-m", "code")
+    before = state(code)
+    r = CliRunner().invoke(
+        cli, ["remember", "t", "--vault", str(code), "--file", "-"], input="agent text\n"
+    )
+    assert r.exit_code != 0 and "not a registered vault" in r.output
+    assert state(code) == before
+    os.chdir(code)  # the current directory's repository is not a vault either
+    r = CliRunner().invoke(cli, ["remember", "t", "--file", "-"], input="agent text\n")
+    assert r.exit_code == 0, r.output
+    assert state(code) == before and (repo / "agent/t.md").is_file()  # the default vault

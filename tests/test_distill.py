@@ -155,8 +155,8 @@ def test_queued_session_becomes_committed_scanned_notes(setup, monkeypatch, conn
 
     # committed as the agent, with the distill trailer and the session's provenance
     note = (vault.root / "agent" / "use-uv-for-the-build.md").read_text()
-    assert 'session: "sess-1"' in note and f'project: "{project}"' in note
-    assert 'tags: ["decision", "build", "ci"]' in note
+    assert "session: sess-1" in note and f"project: {project}" in note
+    assert "tags: [decision, build, ci]" in note
     log = git(vault.root, "log", "--format=%ae %(trailers:key=Vaultmem-Agent,valueonly)", "-2")
     assert log.split() == ["agent@vaultmem.invalid", "distill"] * 2
     assert git(vault.root, "status", "--porcelain") == ""

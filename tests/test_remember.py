@@ -165,7 +165,7 @@ def test_same_title_updates_and_append_adds_a_dated_entry(repo: Path) -> None:
     )
     assert w.path == "agent/build-gotcha.md"
     text = (repo / w.path).read_text()
-    assert "author: agent" in text and 'session: "s1"' in text and 'project: "/proj"' in text
+    assert "author: agent" in text and "session: s1" in text and "project: /proj" in text
     with pytest.raises(WriteRefused):
         remember(repo, "Build Gotcha", "other", environ={})
     w2 = remember(repo, "Build Gotcha", "also ccache", append=True, environ={})

@@ -129,3 +129,38 @@ def test_remember_never_writes_into_an_unregistered_repository(repo: Path, tmp_p
     r = CliRunner().invoke(cli, ["remember", "t", "--file", "-"], input="agent text\n")
     assert r.exit_code == 0, r.output
     assert state(code) == before and (repo / "agent/t.md").is_file()  # the default vault
+
+
+@pytest.mark.parametrize("title", ["Rollback policy\x01", "two\nlines", "bad \udcff bytes"])
+def test_a_title_that_is_not_plain_text_gets_one_sentence_and_nothing_written(
+    repo: Path, title: str
+) -> None:
+    before = state(repo)
+    r = remember(repo, title, "--folder", "notes")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1 and "title" in r.output
+    assert state(repo) == before
+    r = remember(repo, "fine", "--folder", "notes", "--tag", "ops\x01")
+    assert r.exit_code == 2 and "tag" in r.output and state(repo) == before
+
+
+def test_provenance_survives_any_session_or_project_text() -> None:
+    from datetime import UTC, datetime
+
+    from vaultmem.agent.provenance import note_source
+    from vaultmem.agent.write import Provenance, compose
+    from vaultmem.index.markdown import front_matter
+
+    odd = 'x\x01 "q" : [y] # z\u2028'
+    data = compose(
+        "Rollback policy",
+        "text",
+        ["ops"],
+        Provenance(odd, odd),
+        existing=None,
+        append=False,
+        now=datetime(2026, 12, 5, tzinfo=UTC),
+    )
+    fm = front_matter(data.decode())
+    assert fm["author"] == "agent" and fm["session"] == odd and fm["tags"] == ["ops"]
+    assert note_source("notes/rollback-policy.md", fm, "agent").agent

@@ -60,18 +60,50 @@ def slug(title: str) -> str:
 
 
 def _front_matter(title: str, tags: list[str], prov: Provenance, date: str) -> str:
-    def q(value: str) -> str:
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+    """The note's front matter, written by a YAML emitter (quoting and escaping are its job:
+    a value with a control character comes out escaped, so the front matter always parses and
+    `author: agent` is never lost)."""
+    from datetime import date as day
 
-    lines = ["---", f"title: {q(title)}", "author: agent", f"date: {date}"]
+    import yaml
+
+    # A date, not a string: the emitter writes it unquoted (`date: 2026-12-05`).
+    data: dict[str, object] = {"title": title, "author": "agent", "date": day.fromisoformat(date)}
     if prov.session:
-        lines.append(f"session: {q(prov.session)}")
+        data["session"] = prov.session
     if prov.project:
-        lines.append(f"project: {q(prov.project)}")
+        data["project"] = prov.project
     if tags:
-        lines.append("tags: [" + ", ".join(q(t) for t in tags) + "]")
-    lines.append("---")
-    return "\n".join(lines) + "\n"
+        data["tags"] = tags
+    dumped = yaml.safe_dump(
+        data, allow_unicode=True, sort_keys=False, width=10**9, default_flow_style=None
+    )
+    return f"---\n{dumped}---\n"
+
+
+class BadText(WriteRefused):
+    """A title or tag that is not plain text (a control character, bytes that are not UTF-8)."""
+
+    exit_code = 2
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def check_text(what: str, value: str) -> None:
+    """Refuse a title or tag that is not plain one-line text, with one sentence."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadText(
+            f"the {what} is not valid text (bytes that are not UTF-8): use plain text"
+        ) from None
+    m = _CONTROL_RE.search(value)
+    if m:
+        raise BadText(
+            f"the {what} holds a control character (U+{ord(m.group()):04X}): use plain "
+            "one-line text"
+        )
 
 
 def compose(
@@ -115,6 +147,9 @@ def remember(
 ) -> Written:
     """Scan, then commit the note `title` under the agent folder. Same title, same path: an
     update (needs `expect_blob`, the blob last read) or, with `append`, a dated entry."""
+    check_text("title", title)
+    for tag in tags or []:
+        check_text("tag", tag)
     own_folder = agent_folder(environ)
     where = (folder or own_folder).strip("/")
     path = f"{where}/{slug(title)}.md" if where else f"{slug(title)}.md"

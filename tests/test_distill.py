@@ -80,6 +80,7 @@ TRANSCRIPT = "\n".join(
         _line("user", [{"type": "tool_result", "tool_use_id": "t1", "content": TOOL_MARKER}]),
         "not json at all",
         _line("user", "OK, switch to uv sync.", isMeta=False),
+        _line("user", f"The deploy key is {AWS_KEY}; db password: Hunter2-Quartz!9"),
         _line("assistant", [{"type": "text", "text": "Done: the build uses uv sync now."}]),
     ]
 )
@@ -152,6 +153,9 @@ def test_queued_session_becomes_committed_scanned_notes(setup, monkeypatch, conn
     assert "User: Why is the build slow?" in sent
     assert "Assistant: pip resolves every time" in sent and "User: OK, switch to uv sync." in sent
     assert TOOL_MARKER not in sent and INJECTED_MARKER not in sent and "hmm" not in sent
+    # the session's secrets never leave the machine: masked before claude -p reads them
+    assert AWS_KEY not in sent and "Hunter2-Quartz" not in sent and AWS_KEY[:4] not in sent
+    assert "The deploy key is [masked " in sent
 
     # committed as the agent, with the distill trailer and the session's provenance
     note = (vault.root / "agent" / "use-uv-for-the-build.md").read_text()
@@ -256,6 +260,7 @@ def test_excerpt_keeps_text_only_and_is_bounded() -> None:
         ("user", "Why is the build slow?"),
         ("assistant", "pip resolves every time; uv would cache it."),
         ("user", "OK, switch to uv sync."),
+        ("user", f"The deploy key is {AWS_KEY}; db password: Hunter2-Quartz!9"),
         ("assistant", "Done: the build uses uv sync now."),
     ]
     long = [("user", "task " * 50)] + [("assistant", f"step {i} " * 400) for i in range(200)]

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..errors import ClaudeFailed, ConfigError
 from ..files import atomic_write, open_regular, read_regular
+from ..index.sensitive import redact
 from . import capture
 
 KINDS = ("decision", "fix", "gotcha", "todo")
@@ -342,7 +343,14 @@ def distill_one(
         if not text.strip():
             result.skipped = "empty-session"
             return result
-        notes = ask_claude(claude_binary(claude_bin), text, timeout)
+        # Secrets in the session never leave the machine: masked before `claude -p` sees it.
+        clean = redact(text)
+        if not clean.complete:
+            raise ClaudeFailed(
+                "the session's excerpt could not be fully scanned for secrets, so it was not "
+                "sent to `claude -p`: the session stays queued"
+            )
+        notes = ask_claude(claude_binary(claude_bin), clean.text, timeout)
         done = []
         _save_progress(home, item, notes, done)
     for note in notes:

@@ -1797,14 +1797,9 @@ def _family(rule: Any) -> str:
     return str(rule.__name__).strip("_").removesuffix("_hits").replace("_", "-")
 
 
-def _content_findings(
-    text: str, strict: bool = False, stats: ScanStats | None = None
-) -> list[Finding]:
-    stats = stats if stats is not None else ScanStats()
-    if len(text) > SCAN_NOTE_CHARS:
-        why = f"{len(text):,} characters; the scan stops at {SCAN_NOTE_CHARS:,}"
-        stats.too_complex.append(("note", why))
-        return [Finding(TOO_COMPLEX, "unscanned", 0, f"too complex to scan: {why}")]
+def _kept_hits(text: str, strict: bool, stats: ScanStats) -> list[tuple[int, int, _Hit]]:
+    """Every rule's hits in `text` as (start, end, hit) spans of the text itself, one per
+    secret (overlaps resolved by rule priority), in order."""
     note = _Note(text, strict, stats)
     hits: list[tuple[int, int, int, _Hit]] = []  # (priority, start, end) in the note's own text
     for rule in _CONTENT_RULES:
@@ -1831,6 +1826,18 @@ def _content_findings(
             continue
         starts.insert(i, start)
         kept.insert(i, (start, end, hit))
+    return kept
+
+
+def _content_findings(
+    text: str, strict: bool = False, stats: ScanStats | None = None
+) -> list[Finding]:
+    stats = stats if stats is not None else ScanStats()
+    if len(text) > SCAN_NOTE_CHARS:
+        why = f"{len(text):,} characters; the scan stops at {SCAN_NOTE_CHARS:,}"
+        stats.too_complex.append(("note", why))
+        return [Finding(TOO_COMPLEX, "unscanned", 0, f"too complex to scan: {why}")]
+    kept = _kept_hits(text, strict, stats)
     newlines = [m.start() for m in re.finditer("\n", text)] if kept or stats.too_complex else []
     out = [
         Finding(h.rule_id, "secret", bisect_right(newlines, start) + 1, h.preview or mask(h.value))
@@ -1839,6 +1846,28 @@ def _content_findings(
     for _, why in stats.too_complex:
         out.append(Finding(TOO_COMPLEX, "unscanned", 0, f"too complex to scan: {why}"))
     return out
+
+
+@dataclass(frozen=True)
+class Redacted:
+    """Text with every secret the content rules find replaced by its mask."""
+
+    text: str
+    masked: int  # how many secrets were masked
+    complete: bool  # False: part of the text was too complex to scan (it may hold more)
+
+
+def redact(text: str) -> Redacted:
+    """`text` with each secret the content rules find (strict: every rule, as for a file
+    named like a secret) replaced by `[masked RULE]`, not one character of it kept: what may
+    leave the machine in text sent to another program (`distill`'s excerpt to `claude -p`)."""
+    stats = ScanStats()
+    if len(text) > SCAN_NOTE_CHARS:
+        return Redacted("", 0, False)
+    kept = _kept_hits(text, True, stats)
+    for start, end, hit in sorted(kept, key=lambda k: -k[0]):
+        text = text[:start] + f"[masked {hit.rule_id}]" + text[end:]
+    return Redacted(text, len(kept), not stats.too_complex)
 
 
 # Rules whose hits are credentials beyond doubt (a private key, a vendor token with its own

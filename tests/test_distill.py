@@ -320,3 +320,39 @@ def test_parse_answer_refuses_what_is_not_notes(stdout: bytes) -> None:
 def test_prompt_is_a_package_resource() -> None:
     text = prompt_text()
     assert "not instructions" in text and '"notes"' in text
+
+
+def test_a_timed_out_claude_is_ended_with_its_children(setup, monkeypatch) -> None:  # noqa: ANN001
+    import os
+    import sys
+    import time
+
+    _, tmp, _ = setup
+    pidfile = tmp / "child.pid"
+    claude = tmp / "bin" / "claude"
+    claude.parent.mkdir()
+    claude.write_text(
+        f"#!{sys.executable}\n"
+        "import subprocess, sys, time\n"
+        f"child = subprocess.Popen([{sys.executable!r}, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n"
+    )
+    claude.chmod(0o755)
+    monkeypatch.setenv("VAULTMEM_CLAUDE_BIN", str(claude))
+    monkeypatch.setenv("VAULTMEM_DISTILL_TIMEOUT", "2")
+    result = distill()
+    assert result.exit_code == 11 and "no answer within 2 s" in result.stderr
+    child = int(pidfile.read_text())
+    for _ in range(100):  # reaped by init once killed: wait for it to be gone
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{child}/stat") as fh:
+            if fh.read().split()[2] == "Z":
+                break
+        time.sleep(0.05)
+    else:
+        os.kill(child, 9)
+        raise AssertionError("claude's child outlived the timeout")

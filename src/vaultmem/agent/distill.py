@@ -21,6 +21,7 @@ Design decisions:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -223,40 +224,88 @@ def claude_binary(configured: str, environ: Mapping[str, str] | None = None) -> 
 
 
 def ask_claude(binary: str, text: str, timeout: float) -> list[Note]:
-    """Run `claude -p PROMPT --output-format json` with `text` on standard input."""
+    """Run `claude -p PROMPT --output-format json` with `text` on standard input.
+
+    It runs in a process group of its own, ended whole when it times out (a child it started
+    does not outlive it), and at most MAX_OUTPUT_BYTES of its answer are read (a huge answer
+    costs no more memory than that)."""
     env = dict(os.environ, **{capture.DISTILLING_ENV: "1"})
     with tempfile.TemporaryDirectory(prefix="vaultmem-distill-") as empty:
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 [binary, "-p", prompt_text(), "--output-format", "json"],
-                input=text.encode("utf-8", "replace"),
-                capture_output=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
                 cwd=empty,
                 env=env,
-                timeout=timeout,
-                check=False,
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired:
-            raise ClaudeFailed(
-                f"`claude -p` gave no answer within {timeout:g} s (VAULTMEM_DISTILL_TIMEOUT): "
-                "the session stays queued; run `vaultmem distill` again"
-            ) from None
         except OSError as exc:
             raise ClaudeFailed(
                 f"`claude -p` could not be run ({exc.strerror or exc}): the session stays queued"
             ) from None
+        answer, finished = _bounded_run(proc, text.encode("utf-8", "replace"), timeout)
+    if not finished:
+        raise ClaudeFailed(
+            f"`claude -p` gave no answer within {timeout:g} s (VAULTMEM_DISTILL_TIMEOUT): "
+            "the session stays queued; run `vaultmem distill` again"
+        )
     if proc.returncode != 0:
         raise ClaudeFailed(
             f"`claude -p` exited with status {proc.returncode}: the session stays queued; check "
             "that `claude -p hello` works, then run `vaultmem distill` again"
         )
     try:
-        return parse_answer(proc.stdout[:MAX_OUTPUT_BYTES])
+        return parse_answer(answer)
     except BadAnswer as exc:
         raise ClaudeFailed(
             f"`claude -p` did not answer with the notes asked for ({exc}): the session stays "
             "queued; run `vaultmem distill` again"
         ) from None
+
+
+def _bounded_run(proc: subprocess.Popen[bytes], data: bytes, timeout: float) -> tuple[bytes, bool]:
+    """Feed `data` to `proc`, read at most MAX_OUTPUT_BYTES of its output, wait at most
+    `timeout` seconds; (what was read, whether it finished in time). On a timeout, or an answer
+    over the limit, its whole process group is killed."""
+    import signal
+    import threading
+
+    assert proc.stdin is not None and proc.stdout is not None
+    out = bytearray()
+
+    def feed() -> None:
+        with contextlib.suppress(OSError):
+            proc.stdin.write(data)  # type: ignore[union-attr]
+        with contextlib.suppress(OSError):
+            proc.stdin.close()  # type: ignore[union-attr]
+
+    def read() -> None:
+        while len(out) <= MAX_OUTPUT_BYTES:
+            chunk = proc.stdout.read1(65536)  # type: ignore[union-attr]
+            if not chunk:
+                return
+            out.extend(chunk)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (feed, read)]
+    for t in threads:
+        t.start()
+    threads[1].join(timeout)
+    timed_out = threads[1].is_alive()
+    if timed_out or len(out) > MAX_OUTPUT_BYTES:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=5 if timed_out else max(1.0, timeout))
+    except subprocess.TimeoutExpired:  # closed its output but runs on: end it all the same
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        timed_out = True
+    threads[1].join(1)
+    proc.stdout.close()
+    return bytes(out[:MAX_OUTPUT_BYTES]), not timed_out
 
 
 # --- the run ---------------------------------------------------------------------------------

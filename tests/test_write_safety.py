@@ -8,20 +8,14 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import git
 
 from vaultmem import vaults
 from vaultmem.cli import cli
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
-    ).stdout
 
 
 @pytest.fixture

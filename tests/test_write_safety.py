@@ -158,3 +158,29 @@ def test_provenance_survives_any_session_or_project_text() -> None:
     fm = front_matter(data.decode())
     assert fm["author"] == "agent" and fm["session"] == odd and fm["tags"] == ["ops"]
     assert note_source("notes/rollback-policy.md", fm, "agent").agent
+
+
+def test_a_write_tries_again_when_head_moves_under_it(repo: Path, monkeypatch) -> None:  # noqa: ANN001
+    from vaultmem.index import gitwrite
+
+    real = gitwrite._path_is_dirty
+    moved: list[str] = []
+
+    def user_commits_meanwhile(root: Path, path: str) -> bool:
+        # The user's own commit lands between the write's reading HEAD and swapping it.
+        if not moved:
+            (repo / "mine.md").write_text("user's note\n")
+            git(repo, "add", "mine.md")
+            git(repo, "commit", "-q", "-m", "user commit")
+            moved.append(git(repo, "rev-parse", "HEAD").strip())
+        return real(root, path)
+
+    monkeypatch.setattr(gitwrite, "_path_is_dirty", user_commits_meanwhile)
+    r = remember(repo, "raced")
+    assert r.exit_code == 0, r.output
+    assert git(repo, "rev-parse", "HEAD~1").strip() == moved[0]  # on top of the user's commit
+    assert git(repo, "log", "--format=%s", "-2").split("\n")[:2] == [
+        "remember: raced",
+        "user commit",
+    ]
+    assert git(repo, "status", "--porcelain") == ""

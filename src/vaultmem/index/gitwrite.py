@@ -189,57 +189,92 @@ def commit_file(
     git_dir = _git_dir(root)
     _check_path(root, path)
     with hold_lock(state_files(root).dir / "gitwrite.lock", wait=True):
-        _refuse_mid_operation(git_dir)
-        proc = subprocess.run(
-            ["git", "-C", str(root), "symbolic-ref", "-q", "HEAD"], capture_output=True
+        for _ in range(CAS_TRIES):
+            written = _try_commit(root, git_dir, path, data, expect_blob, message, trailer_value)
+            if written is not None:
+                return written
+        raise WriteRefused(
+            f"HEAD kept moving while the note was committed ({CAS_TRIES} tries): nothing was "
+            "written; try again"
         )
-        if proc.returncode != 0:
-            raise WriteRefused("HEAD is detached: check out a branch before the agent writes")
-        ref = proc.stdout.decode().strip()
-        old = _git(root, "rev-parse", "-q", "--verify", "HEAD")
-        current = blob_at_head(root, path)
-        if current != expect_blob:
-            if current is None:
-                raise WriteRefused(f"{path} does not exist at HEAD (it was moved or removed)")
-            raise WriteRefused(
-                f"{path} changed since it was read (blob {current[:12]}, expected "
-                f"{(expect_blob or 'none')[:12]}): read it again"
-            )
-        _refuse_what_git_hides(root, path, current)
-        if _path_is_dirty(root, path):
-            raise WriteRefused(f"{path} has uncommitted edits: commit or discard them first")
-        blob = _git(root, "hash-object", "-w", "--stdin", data=data)
-        with tempfile.TemporaryDirectory(prefix="vaultmem-index-") as tmp:
-            env = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"))
-            env.update(
-                GIT_AUTHOR_NAME=AGENT_NAME,
-                GIT_AUTHOR_EMAIL=AGENT_EMAIL,
-                GIT_COMMITTER_NAME=AGENT_NAME,
-                GIT_COMMITTER_EMAIL=AGENT_EMAIL,
-            )
-            _git(root, "read-tree", "HEAD", env=env)
-            _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
-            tree = _git(root, "write-tree", env=env)
-            body = f"{message}\n\n{TRAILER}: {trailer_value}\n"
-            commit = _git(root, "commit-tree", tree, "-p", old, data=body.encode(), env=env)
-        with _index_lock(git_dir) as lock, tempfile.TemporaryDirectory() as tmp:
-            # The user's index as it is now (under its lock), with this one path's new entry.
-            staged = Path(tmp) / "index"
-            if (git_dir / "index").exists():
-                shutil.copyfile(git_dir / "index", staged)
-            env = dict(os.environ, GIT_INDEX_FILE=str(staged))
-            _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
-            # Only now does the ref move; a refusal above left everything as it was.
-            _git(root, "update-ref", "-m", f"vaultmem: {message}", ref, commit, old)
-            _write_file(root, path, data)
-            shutil.copyfile(staged, lock)
-            os.replace(lock, git_dir / "index")  # git's own way to commit an index
-        # The new entry's file stat is refreshed once the lock is released (best effort).
-        subprocess.run(
-            ["git", "-C", str(root), "update-index", "-q", "--refresh", "--", path],
+
+
+# How often a write is tried again, every check included, when HEAD moved between reading it
+# and moving it (a user committing, pulling or resetting at that moment).
+CAS_TRIES = 5
+
+
+def _try_commit(
+    root: Path,
+    git_dir: Path,
+    path: str,
+    data: bytes,
+    expect_blob: str | None,
+    message: str,
+    trailer_value: str,
+) -> Written | None:
+    """One try of `commit_file` (under the writer lock): the Written, or None when HEAD moved
+    before the ref could be swapped (nothing was changed)."""
+    _refuse_mid_operation(git_dir)
+    proc = subprocess.run(
+        ["git", "-C", str(root), "symbolic-ref", "-q", "HEAD"], capture_output=True
+    )
+    if proc.returncode != 0:
+        raise WriteRefused("HEAD is detached: check out a branch before the agent writes")
+    ref = proc.stdout.decode().strip()
+    old = _git(root, "rev-parse", "-q", "--verify", "HEAD")
+    current = blob_at_head(root, path)
+    if current != expect_blob:
+        if current is None:
+            raise WriteRefused(f"{path} does not exist at HEAD (it was moved or removed)")
+        raise WriteRefused(
+            f"{path} changed since it was read (blob {current[:12]}, expected "
+            f"{(expect_blob or 'none')[:12]}): read it again, or add to it with --append"
+        )
+    _refuse_what_git_hides(root, path, current)
+    if _path_is_dirty(root, path):
+        raise WriteRefused(f"{path} has uncommitted edits: commit or discard them first")
+    blob = _git(root, "hash-object", "-w", "--stdin", data=data)
+    with tempfile.TemporaryDirectory(prefix="vaultmem-index-") as tmp:
+        env = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"))
+        env.update(
+            GIT_AUTHOR_NAME=AGENT_NAME,
+            GIT_AUTHOR_EMAIL=AGENT_EMAIL,
+            GIT_COMMITTER_NAME=AGENT_NAME,
+            GIT_COMMITTER_EMAIL=AGENT_EMAIL,
+        )
+        _git(root, "read-tree", old, env=env)
+        _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+        tree = _git(root, "write-tree", env=env)
+        body = f"{message}\n\n{TRAILER}: {trailer_value}\n"
+        commit = _git(root, "commit-tree", tree, "-p", old, data=body.encode(), env=env)
+    with _index_lock(git_dir) as lock, tempfile.TemporaryDirectory() as tmp:
+        # The user's index as it is now (under its lock), with this one path's new entry.
+        staged = Path(tmp) / "index"
+        if (git_dir / "index").exists():
+            shutil.copyfile(git_dir / "index", staged)
+        env = dict(os.environ, GIT_INDEX_FILE=str(staged))
+        _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+        # Only now does the ref move (compare-and-swap); a refusal above left everything as
+        # it was, and so does a HEAD that moved meanwhile (the caller tries again).
+        moved = subprocess.run(
+            ["git", "-C", str(root), "update-ref", "-m", f"vaultmem: {message}", ref, commit, old],
             capture_output=True,
         )
-        return Written(path, blob, commit, current)
+        if moved.returncode != 0:
+            if _git(root, "rev-parse", "-q", "--verify", "HEAD") != old:
+                return None
+            lines = moved.stderr.decode(errors="replace").strip().splitlines()
+            raise WriteRefused(f"git update-ref failed: {lines[-1] if lines else moved.returncode}")
+        _write_file(root, path, data)
+        shutil.copyfile(staged, lock)
+        os.replace(lock, git_dir / "index")  # git's own way to commit an index
+    # The new entry's file stat is refreshed once the lock is released (best effort).
+    subprocess.run(
+        ["git", "-C", str(root), "update-index", "-q", "--refresh", "--", path],
+        capture_output=True,
+    )
+    return Written(path, blob, commit, current)
 
 
 def _write_file(root: Path, path: str, data: bytes) -> None:

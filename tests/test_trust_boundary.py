@@ -17,6 +17,7 @@ import sys
 import threading
 from pathlib import Path
 
+import psycopg
 import pytest
 from claude_code import hook
 from click.testing import CliRunner
@@ -254,6 +255,27 @@ def test_vaults_remove_purge_deletes_the_vaults_index(notes, conn):
     assert result.exit_code == 0 and "its index was deleted from the database" in result.output
     assert db.find_vault(conn, notes.root) is None
     assert conn.execute("SELECT count(*) AS n FROM memory_notes").fetchone()["n"] == 0
+
+
+def test_a_purge_that_fails_leaves_the_vault_registered(notes, conn, monkeypatch):
+    # A writer (a rebuild) holds the vault's rows: the purge gives up, nothing changed.
+    monkeypatch.setattr("vaultmem.cli.vaults.PURGE_TRIES", 1)
+    holder = psycopg.connect(os.environ["VAULTMEM_DATABASE_URL"])
+    try:
+        holder.execute("LOCK TABLE memory_notes IN ACCESS EXCLUSIVE MODE")
+        monkeypatch.setenv("PGOPTIONS", "-c lock_timeout=200")
+        result = CliRunner().invoke(cli, ["vaults", "remove", "notes", "--purge"])
+    finally:
+        holder.rollback()
+        holder.close()
+    assert result.exit_code != 0 and "still registered" in result.output, result.output
+    assert vaults.load().get("notes") is not None
+    assert db.find_vault(conn, notes.root) is not None
+    conn.commit()
+    # Once the writer is done, the same command does it.
+    monkeypatch.delenv("PGOPTIONS")
+    result = CliRunner().invoke(cli, ["vaults", "remove", "notes", "--purge"])
+    assert result.exit_code == 0 and vaults.load().get("notes") is None
 
 
 def test_hand_edits_to_the_registry_survive_a_registration(notes, tmp_path):

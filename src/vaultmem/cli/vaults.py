@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ..config import load_settings
+from ..errors import VaultmemError
 from ..index.registration import register
 from .base import (
     ProgressBar,
@@ -299,23 +300,17 @@ def vaults_add(path: Path | None, name: str | None, shared: str | None) -> None:
 def vaults_remove(name: str, purge: bool) -> None:
     """Unregister vault NAME: no agent reads it and its git hooks stop indexing it."""
     from .. import vaults
-    from ..store import db
 
-    settings = None
     entry = vaults.load().get(name)
+    gone = False
     if entry is not None and purge:
-        settings = load_settings(entry=entry)
+        # The index is deleted first and the vault unregistered only once that committed: a
+        # purge that fails (a database down, a rebuild holding its rows) leaves the vault
+        # registered, so `remove --purge` can simply be run again.
+        gone = _purge(entry, load_settings(entry=entry))
     removed = vaults.unregister(name)
     echo(f"unregistered {removed.name} ({removed.path or 'shared vault ' + str(removed.shared)})")
-    if purge and settings is not None:
-        with db.connect(settings, start=writer_start(settings)) as conn:
-            if removed.shared is not None:
-                gone = db.delete_shared_vault(conn, removed.shared)
-            else:
-                assert removed.path is not None
-                db.delete_vault(conn, removed.path)
-                gone = True
-            conn.commit()
+    if purge and entry is not None:
         echo(
             "its index was deleted from the database"
             if gone
@@ -326,6 +321,40 @@ def vaults_remove(name: str, purge: bool) -> None:
             "its index stays in the database (`--purge` deletes it); "
             "`vaultmem hooks uninstall --vault PATH` removes its git hooks"
         )
+
+
+# A purge that meets a writer's locks (a deadlock, a lock wait given up) is tried this often.
+PURGE_TRIES = 3
+
+
+def _purge(entry: Any, settings: Any) -> bool:
+    """Delete a registered vault's index (its shared vault's, when the role owns it); True
+    when it is gone. A deadlock with a writer is retried; a failure raises, nothing changed."""
+    import time
+
+    import psycopg
+
+    from ..store import db
+
+    for attempt in range(PURGE_TRIES):
+        try:
+            with db.connect(settings, start=writer_start(settings)) as conn:
+                if entry.shared is not None:
+                    gone = db.delete_shared_vault(conn, entry.shared)
+                else:
+                    db.delete_vault(conn, entry.path)
+                    gone = True
+                conn.commit()
+                return bool(gone)
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable):
+            if attempt == PURGE_TRIES - 1:
+                raise VaultmemError(
+                    f"{entry.name}'s index is busy (a writer holds its rows): nothing was "
+                    "deleted and it is still registered; run `vaultmem vaults remove --purge` "
+                    "again once the writer is done"
+                ) from None
+            time.sleep(0.5 * (attempt + 1))
+    return False
 
 
 @vaults_group.command(name="default")

@@ -356,3 +356,20 @@ def test_a_timed_out_claude_is_ended_with_its_children(setup, monkeypatch) -> No
     else:
         os.kill(child, 9)
         raise AssertionError("claude's child outlived the timeout")
+
+
+def test_the_queue_keeps_no_text_of_a_note_once_handled(setup) -> None:  # noqa: ANN001
+    import stat
+
+    from vaultmem.agent.distill import Note, _load_progress, _save_progress
+
+    [item] = capture.read_queue(user_home())
+    folder = capture.queue_dir(user_home())
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    refused = Note("gotcha", "Deploy credentials", f"the key is {AWS_KEY}", ())
+    pending = Note("fix", "Pin the seed", "pin the random seed in the test", ())
+    _save_progress(user_home(), item, [refused, pending], ["Deploy credentials"])
+    raw = (folder / item.name).read_text()
+    assert AWS_KEY not in raw and "pin the random seed" in raw
+    notes, done = _load_progress(user_home(), item)
+    assert [n.title for n in notes or []] == ["Pin the seed"] and done == ["Deploy credentials"]

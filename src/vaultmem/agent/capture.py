@@ -143,7 +143,9 @@ def enqueue(home: Path, payload: Mapping[str, object], now: float | None = None)
     )
     digest = hashlib.sha256(f"{item.session_id}\0{item.transcript_path}".encode()).hexdigest()
     name = f"{int(when * 1e6):020d}-{digest[:16]}.json"
-    atomic_write(queue_dir(home) / name, json.dumps(item.to_dict()) + "\n", below=home)
+    atomic_write(
+        queue_dir(home) / name, json.dumps(item.to_dict()) + "\n", below=home, dir_mode=0o700
+    )
     return Queued(**{**asdict(item), "name": name})
 
 

@@ -336,11 +336,12 @@ def _progress_path(home: Path, item: capture.Queued) -> Path:
 
 
 def _save_progress(home: Path, item: capture.Queued, notes: list[Note], done: list[str]) -> None:
-    """Record in the queue entry the notes claude gave and the titles already committed."""
+    """Record in the queue entry the notes claude gave that are still to be written, and the
+    titles already handled: a note written or refused (it held a secret) leaves no text here."""
     data = item.to_dict()
-    data["notes"] = [n.to_dict() for n in notes]
+    data["notes"] = [n.to_dict() for n in notes if n.title not in done]
     data["written_titles"] = done
-    atomic_write(_progress_path(home, item), json.dumps(data) + "\n", below=home)
+    atomic_write(_progress_path(home, item), json.dumps(data) + "\n", below=home, dir_mode=0o700)
 
 
 def _load_progress(home: Path, item: capture.Queued) -> tuple[list[Note] | None, list[str]]:

@@ -136,3 +136,26 @@ def test_a_slow_get_does_not_stall_the_other_tools(nasty_vault, monkeypatch) -> 
         reader.join(GUARD)
         tools.resources.close()
     assert got and "pg_restore" in got[0]
+
+
+def test_errors_over_mcp_never_name_the_vaults_folder(nasty_vault, monkeypatch) -> None:
+    from vaultmem.agent.mcp_server import _without_paths
+
+    monkeypatch.chdir(nasty_vault.root)
+    tools = VaultTools(None, nasty_vault.root, WarmResources())
+    root = str(nasty_vault.root)
+    try:
+        said = _without_paths(f"git update-ref failed: fatal: cannot lock {root}/.git/HEAD", tools)
+        assert root not in said and ".git/HEAD" in said
+        said = _without_paths(f"{root} is not an indexed vault yet", tools)
+        assert root not in said and said.startswith("vault ")
+        assert str(Path.home()) not in _without_paths(f"see {Path.home()}/x", tools)
+    finally:
+        tools.resources.close()
+    # through the server: a refused write names no folder either
+    (nasty_vault.root / ".git/index.lock").write_bytes(b"")
+    try:
+        [refused] = _session(nasty_vault.root, [("remember", {"title": "t", "text": "x"})])
+    finally:
+        (nasty_vault.root / ".git/index.lock").unlink()
+    assert refused.is_error and "index.lock" in _text(refused) and root not in _text(refused)

@@ -587,6 +587,22 @@ def _compact(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _without_paths(message: str, tools: VaultTools) -> str:
+    """An error as the agent may read it: the vault's folder, and this machine's home, never
+    named (they say where the user's files are, and nothing the agent needs)."""
+    try:
+        entry = tools.target().entry
+    except VaultmemError:
+        entry = None
+    if entry is not None and entry.path is not None:
+        for form in {str(entry.path), str(Path(entry.path).resolve())}:
+            message = message.replace(form + "/", "").replace(form, f"vault {entry.name}")
+    home = str(Path.home())
+    if home not in ("", "/"):
+        message = message.replace(home, "~")
+    return message
+
+
 def build_server(tools: VaultTools) -> Any:
     """An `mcp.server.MCPServer` exposing `tools` (the SDK's v2 API)."""
     from mcp.server import MCPServer
@@ -601,7 +617,8 @@ def build_server(tools: VaultTools) -> Any:
         try:
             return clean(str(call()))
         except VaultmemError as exc:
-            raise ToolError(clean(escape_text(str(exc)), newlines=False)) from None
+            message = _without_paths(str(exc), tools)
+            raise ToolError(clean(escape_text(message), newlines=False)) from None
         except DatabaseError:
             raise ToolError(
                 "the database connection failed: check it with `vaultmem db status`"

@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -184,3 +186,81 @@ def test_a_write_tries_again_when_head_moves_under_it(repo: Path, monkeypatch) -
         "user commit",
     ]
     assert git(repo, "status", "--porcelain") == ""
+
+
+def _hook(repo: Path, name: str, script: str) -> None:
+    hook = repo / ".git" / "hooks" / name
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text("#!/bin/sh\n" + script)
+    hook.chmod(0o755)
+
+
+def test_the_users_pre_commit_hook_sees_and_can_refuse_the_agents_commit(repo: Path) -> None:
+    _hook(
+        repo,
+        "pre-commit",
+        'git diff --cached --name-only >> "$(git rev-parse --git-dir)/seen"\n'
+        'if git diff --cached | grep -q forbidden; then echo "scanner: forbidden word"; exit 1; fi\n',
+    )
+    r = remember(repo, "fine")
+    assert r.exit_code == 0, r.output
+    assert "agent/fine.md" in (repo / ".git/seen").read_text()  # it ran on the agent's change
+    before = state(repo)
+    r = CliRunner().invoke(
+        cli, ["remember", "bad", "--vault", str(repo), "--file", "-"], input="forbidden text\n"
+    )
+    assert r.exit_code == 9 and "pre-commit hook refused" in r.output and "scanner" in r.output
+    assert state(repo) == before
+
+
+def test_the_users_commit_msg_hook_runs_on_the_agents_message(repo: Path) -> None:
+    _hook(repo, "commit-msg", 'echo "Reviewed-by: hook" >> "$1"\n')
+    r = remember(repo, "noted")
+    assert r.exit_code == 0, r.output
+    assert "Reviewed-by: hook" in git(repo, "log", "-1", "--format=%B")
+    _hook(repo, "commit-msg", "echo 'ticket id missing' >&2; exit 1\n")
+    before = state(repo)
+    r = remember(repo, "second")
+    assert r.exit_code == 9 and "ticket id missing" in r.output and state(repo) == before
+
+
+@pytest.fixture
+def gnupg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A GnuPG home of the test's own; its agent is stopped afterwards, failure or not."""
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("GNUPGHOME", str(home))
+    try:
+        yield home
+    finally:
+        subprocess.run(["gpgconf", "--kill", "all"], capture_output=True, check=False)
+
+
+def test_with_commit_gpgsign_the_agents_commit_is_signed_or_refused(
+    repo: Path, gnupg: Path
+) -> None:
+    subprocess.run(
+        [
+            "gpg",
+            "--batch",
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "Vault User <user@example.com>",
+            "ed25519",
+            "sign",
+            "never",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    git(repo, "config", "user.signingkey", "user@example.com")
+    git(repo, "config", "commit.gpgsign", "true")
+    r = remember(repo, "signed note")
+    assert r.exit_code == 0, r.output
+    assert git(repo, "log", "-1", "--format=%G?").strip() in {"G", "U"}  # a good signature
+    # Signing that cannot work: refused, naming the setting, nothing moved.
+    git(repo, "config", "gpg.program", "false")
+    before = state(repo)
+    r = remember(repo, "unsigned note")
+    assert r.exit_code == 9 and "commit.gpgsign" in r.output and state(repo) == before

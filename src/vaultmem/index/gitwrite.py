@@ -247,7 +247,24 @@ def _try_commit(
         _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
         tree = _git(root, "write-tree", env=env)
         body = f"{message}\n\n{TRAILER}: {trailer_value}\n"
-        commit = _git(root, "commit-tree", tree, "-p", old, data=body.encode(), env=env)
+        body = _run_commit_hooks(root, env, body, Path(tmp))
+        sign = ["-S"] if _wants_signing(root) else []
+        made = subprocess.run(
+            ["git", "-C", str(root), "commit-tree", *sign, tree, "-p", old],
+            input=body.encode(),
+            capture_output=True,
+            env=env,
+        )
+        if made.returncode != 0:
+            said = made.stderr.decode(errors="replace").strip().splitlines()
+            if sign:
+                raise WriteRefused(
+                    "commit.gpgsign is set in this vault but the agent's commit could not be "
+                    f"signed ({said[-1] if said else made.returncode}): nothing was written; "
+                    "make signing work without a prompt, or unset commit.gpgsign for the vault"
+                )
+            raise WriteRefused(f"git commit-tree failed: {said[-1] if said else made.returncode}")
+        commit = made.stdout.decode().strip()
     with _index_lock(git_dir) as lock, tempfile.TemporaryDirectory() as tmp:
         # The user's index as it is now (under its lock), with this one path's new entry.
         staged = Path(tmp) / "index"
@@ -275,6 +292,60 @@ def _try_commit(
         capture_output=True,
     )
     return Written(path, blob, commit, current)
+
+
+def _wants_signing(root: Path) -> bool:
+    """Whether the user's configuration signs commits here (`commit.gpgsign`)."""
+    proc = subprocess.run(
+        ["git", "-C", str(root), "config", "--type=bool", "commit.gpgsign"], capture_output=True
+    )
+    return proc.stdout.decode().strip() == "true"
+
+
+def _run_commit_hooks(root: Path, env: dict[str, str], body: str, tmp: Path) -> str:
+    """Run the repository's `pre-commit` and `commit-msg` hooks against the agent's commit, as
+    `git commit` runs them (the commit's own index in GIT_INDEX_FILE, the message in a file
+    the hook may edit): a hook that fails refuses the write with its output. The message,
+    as the hooks left it."""
+    hook_env = dict(env, GIT_EDITOR=":")
+    ran = subprocess.run(
+        ["git", "-C", str(root), "hook", "run", "--ignore-missing", "pre-commit"],
+        capture_output=True,
+        env=hook_env,
+    )
+    if ran.returncode != 0:
+        raise WriteRefused(_hook_refusal("pre-commit", ran))
+    message = tmp / "COMMIT_EDITMSG"
+    message.write_text(body, encoding="utf-8")
+    ran = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(root),
+            "hook",
+            "run",
+            "--ignore-missing",
+            "commit-msg",
+            "--",
+            str(message),
+        ],
+        capture_output=True,
+        env=hook_env,
+    )
+    if ran.returncode != 0:
+        raise WriteRefused(_hook_refusal("commit-msg", ran))
+    edited = message.read_text(encoding="utf-8", errors="replace")
+    return edited if edited.strip() else body
+
+
+def _hook_refusal(hook: str, ran: subprocess.CompletedProcess[bytes]) -> str:
+    said = (ran.stdout + ran.stderr).decode(errors="replace").strip().splitlines()
+    tail = " / ".join(line.strip() for line in said[-3:] if line.strip())
+    return (
+        f"the vault's {hook} hook refused the agent's commit (exit {ran.returncode}"
+        + (f": {tail[:300]}" if tail else "")
+        + "): nothing was written"
+    )
 
 
 def _write_file(root: Path, path: str, data: bytes) -> None:

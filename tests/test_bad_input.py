@@ -23,6 +23,7 @@ from conftest import GIT_ENV, KEPT_VARIABLES, Vault
 from indexing import fresh_build_snapshot, index, snapshot
 from reliability import invariants, vault_id, vaultmem
 
+from vaultmem import vaults
 from vaultmem.config import load_settings
 from vaultmem.index.verify import verify
 from vaultmem.store import db
@@ -218,6 +219,7 @@ def test_the_whole_matrix_converges_and_verifies(matrix: Matrix, monkeypatch, tm
         assert invariants(conn, matrix.root) == []
         assert snapshot(conn, matrix.root) == fresh_build_snapshot(conn, matrix.root, tmp_path)
     # A rebuild through the real CLI goes through every file again and names every skip.
+    vaults.register(matrix.root)
     out = vaultmem("rebuild", "--vault", str(matrix.root))
     assert out.returncode == 0, out.stderr
     skipped = [c for c in CASES if c.outcome == "skipped"]

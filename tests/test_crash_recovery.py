@@ -23,6 +23,7 @@ import pytest
 from indexing import fresh_build_snapshot, index, snapshot
 from reliability import index_state, invariants, note_text, vaultmem
 
+from vaultmem import vaults
 from vaultmem.config import load_settings
 from vaultmem.index.verify import verify
 
@@ -88,6 +89,8 @@ def crash_scenario(
     # Measure an uninterrupted run once, on a clone: the kills are spread over that duration.
     clone = tmp_path / "calibration"
     subprocess.run(["git", "clone", "-q", str(vault.root), str(clone)], check=True)
+    vaults.register(clone)
+    vaults.register(vault.root)
     t_ingest = _timed("ingest", "--vault", str(clone))
 
     root = str(vault.root)

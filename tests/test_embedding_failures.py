@@ -62,6 +62,9 @@ def _backlog(conn, root) -> set[str]:
 
 def _ingest(root, real_process: bool) -> tuple[int, str]:
     """(exit code, stderr) of `vaultmem ingest`: a real process, or in-process via CliRunner."""
+    from vaultmem import vaults
+
+    vaults.register(root)  # the CLI indexes registered vaults only
     if real_process:
         out = vaultmem("ingest", "--vault", str(root))
         return out.returncode, out.stderr

@@ -220,6 +220,7 @@ def test_changes_file_applies_a_saved_diff_tree(conn, vault) -> None:
     raw = vault.git("diff-tree", "-r", "-z", "-M", "HEAD~1", "HEAD")
     f = vault.root.parent / "changes.bin"
     f.write_bytes(raw.encode("utf-8", "surrogateescape"))
+    vault.register()
     result = CliRunner().invoke(
         cli, ["ingest", "--vault", str(vault.root), "--changes-file", str(f)]
     )
@@ -230,6 +231,9 @@ def test_changes_file_applies_a_saved_diff_tree(conn, vault) -> None:
 def test_ingest_cli_prints_counts_and_json(conn, vault) -> None:
     vault.write("a.md", "# A\n")
     vault.commit()
+    r = CliRunner().invoke(cli, ["ingest", "--vault", str(vault.root)])
+    assert r.exit_code == 2 and "vaultmem init" in r.output  # not registered: not indexed
+    vault.register()
     r = CliRunner().invoke(cli, ["ingest", "--vault", str(vault.root)])
     assert r.exit_code == 0 and "1 added" in r.stdout
     vault.write("b.md", "# B\n")

@@ -48,6 +48,7 @@ def test_a_failed_run_and_the_commits_it_missed_show_in_status(conn, vault, monk
     monkeypatch.setenv("VAULTMEM_EMBEDDING_MODEL", "multilingual-e5-small-q4")
     monkeypatch.setenv("VAULTMEM_EMBEDDING_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
     monkeypatch.setenv("VAULTMEM_EMBEDDING_MAX_RETRIES", "0")
+    vault.register()
     failed = CliRunner().invoke(cli, ["ingest", "--vault", str(vault.root)])
     assert failed.exit_code == 6 and "cannot be reached" in failed.stderr
     vault.write("b.md", "# B\n")

@@ -108,6 +108,24 @@ def vault_root(vault: str | None) -> Path:
     return repo_root(Path.cwd())
 
 
+def registered_root(vault: str | None) -> Path:
+    """The work tree a command that writes the index acts on (`vault_root`), which must be a
+    registered vault: a repository nobody registered is never indexed (it would show up in
+    `status` with no way to remove it)."""
+    from .. import vaults
+    from ..errors import ConfigError
+
+    root = vault_root(vault)
+    config = vaults.load()
+    entry = config.containing(root)
+    if entry is None or entry.path is None or Path(entry.path).resolve() != root.resolve():
+        raise ConfigError(
+            f"{root} is not a registered vault, so it is not indexed: run `vaultmem init` in "
+            "it to register and index it"
+        )
+    return root
+
+
 def reading_vault(vault: str | None) -> Any:
     """The registered vault a command that hands notes out (query, context) reads, or None."""
     from .. import vaults

@@ -18,6 +18,7 @@ from .base import (
     json_option,
     print_json,
     print_result,
+    registered_root,
     say_if_waiting,
     settings_for,
     vault_option,
@@ -63,7 +64,7 @@ def ingest(
     if from_hook:
         _hook_ingest(vault, config_file)
         return
-    root = vault_root(vault)
+    root = registered_root(vault)
     settings = load_settings(root)
     result: ingest_mod.IngestResult | None
     if wait or changes_file is not None:
@@ -105,7 +106,7 @@ def rebuild(vault: str | None, no_embed: bool, as_json: bool) -> None:
     """
     from ..index import ingest as ingest_mod
 
-    root = vault_root(vault)
+    root = registered_root(vault)
     settings = load_settings(root)
     say_if_waiting(root)
     with ProgressBar(not as_json) as bar:

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import git
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vaultmem import vaults
 from vaultmem.cli import cli
@@ -264,3 +266,101 @@ def test_with_commit_gpgsign_the_agents_commit_is_signed_or_refused(
     before = state(repo)
     r = remember(repo, "unsigned note")
     assert r.exit_code == 9 and "commit.gpgsign" in r.output and state(repo) == before
+
+
+# --- property: a random mix of the user's work and agent writes ----------------------------------
+
+USER_OPS = st.sampled_from(
+    ["edit", "stage", "commit", "ignored", "untracked", "lock", "unlock", "skip"]
+)
+AGENT_OPS = st.tuples(
+    st.sampled_from(["plan", "notes", "a", "kept"]), st.sampled_from([None, "drafts", "notes"])
+)
+
+
+def _user_files(repo: Path) -> dict[str, str]:
+    """Every file of the user's (not the agent's notes) with its bytes' digest."""
+    return {
+        str(p.relative_to(repo)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file()
+        and ".git" not in p.relative_to(repo).parts
+        and p.relative_to(repo).parts[0] != "agent"
+    }
+
+
+def _user_index(repo: Path) -> list[str]:
+    return [line for line in git(repo, "ls-files", "-s").splitlines() if "\tagent/" not in line]
+
+
+@settings(max_examples=10, deadline=None)
+@given(ops=st.lists(st.one_of(USER_OPS, AGENT_OPS), min_size=4, max_size=12))
+def test_agent_writes_never_change_a_byte_of_the_users_work(tmp_path_factory, ops) -> None:  # noqa: ANN001
+    repo = tmp_path_factory.mktemp("prop") / "vault"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / ".gitignore").write_text("drafts/\n")
+    (repo / "a.md").write_text("# A\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "init")
+    vaults.register(repo)
+    lock = repo / ".git/index.lock"
+    n = 0
+    for op in ops:
+        n += 1
+        if op == "edit":
+            with (repo / "a.md").open("a") as fh:
+                fh.write(f"edit {n}\n")
+        elif op == "stage" and not lock.exists():
+            git(repo, "add", "a.md")
+        elif op == "commit" and not lock.exists():
+            git(repo, "commit", "-q", "--allow-empty", "-m", f"user {n}")
+        elif op == "ignored":
+            (repo / "drafts").mkdir(exist_ok=True)
+            (repo / "drafts/plan.md").write_text(f"private {n}\n")
+        elif op == "untracked" and not (repo / "notes").is_dir():
+            (repo / "notes").write_text(f"untracked {n}\n")  # a file where a folder may go
+        elif op == "lock":
+            lock.write_bytes(b"")
+        elif op == "unlock":
+            lock.unlink(missing_ok=True)
+        elif op == "skip" and not lock.exists() and (repo / "agent/kept.md").exists():
+            git(repo, "update-index", "--skip-worktree", "agent/kept.md")
+        elif isinstance(op, tuple):
+            title, folder = op
+            before = (git(repo, "rev-parse", "HEAD").strip(), _user_files(repo), _user_index(repo))
+            args = ["--folder", folder] if folder else []
+            blob = subprocess.run(
+                [
+                    "git",
+                    "-C",
+                    str(repo),
+                    "rev-parse",
+                    "-q",
+                    "--verify",
+                    f"HEAD:{folder or 'agent'}/{title}.md",
+                ],
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            args += ["--expect-blob", blob] if blob else []
+            r = remember(repo, title, *args)
+            head = git(repo, "rev-parse", "HEAD").strip()
+            assert r.exit_code in (0, 9, 1), r.output
+            assert "Traceback" not in r.output
+            # Nothing of the user's changed, whatever happened; HEAD moved only on success,
+            # and then on top of the user's last commit.
+            assert _user_files(repo) == before[1] or (r.exit_code == 0 and folder)
+            if r.exit_code == 0 and folder:
+                changed = {
+                    k
+                    for k in set(before[1]) | set(_user_files(repo))
+                    if before[1].get(k) != _user_files(repo).get(k)
+                }
+                assert changed <= {f"{folder}/{title}.md"}  # only the note it wrote
+            assert (head != before[0]) == (r.exit_code == 0)
+            if r.exit_code == 0:
+                assert git(repo, "rev-parse", "HEAD~1").strip() == before[0]
+            else:
+                assert _user_index(repo) == before[2]
+    lock.unlink(missing_ok=True)

@@ -297,6 +297,7 @@ def test_a_database_that_dies_mid_command_is_one_line(conn, vault, monkeypatch) 
     """The server terminates the session while a command runs: no traceback, exit 4."""
     vault.write("a.md", "# A\n")
     vault.commit()
+    vault.register()
     import vaultmem.index.ingest as ingest_mod
 
     real = ingest_mod.index_pass

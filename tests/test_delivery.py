@@ -30,21 +30,21 @@ from vaultmem.search import Delivery
 ANSWER = "Priya: agreed, the quokkaflint canary runs at 04:30 UTC every Tuesday from now on."
 SPEAKERS = ("Priya", "Tomas", "Aiko", "Rahul")
 TOPICS = (
-    "the sprint board is behind because the design review slipped a week",
-    "the onboarding guide still points at the old wiki page for laptops",
-    "customer interviews this month mostly asked about offline mode",
-    "the office move needs a list of who sits near the windows",
-    "hiring for the data role paused until the budget is signed",
-    "the quarterly planning doc needs owners for every goal",
-    "lunch orders should go through the shared sheet again",
-    "the retro found that standups run long on Mondays",
+    "the kitchen rota for the new floor is still empty",
+    "marketing wants screenshots of the beta by Friday",
+    "the printer on the third floor jams on thick paper",
+    "we might move the offsite to the spring",
+    "two laptops are waiting for their new batteries",
+    "the design system tokens need a naming pass",
+    "somebody should answer the survey from finance",
+    "the wiki search still misses the old pages",
 )
 
 
 def conversation() -> str:
-    """A ~6 KB meeting log: four people, sixty lines of talk, one of which answers."""
+    """A ~6 KB meeting log: four people, 85 lines of talk, one of which answers."""
     lines = ["# Weekly sync, 2026-03-03", "", "Attendees: Priya, Tomas, Aiko, Rahul", ""]
-    for i in range(60):
+    for i in range(84):
         who = SPEAKERS[i % 4]
         lines.append(f"{who}: about item {i}, {TOPICS[i % len(TOPICS)]}.")
         if i == 37:

@@ -22,16 +22,21 @@ from vaultmem import vaults
 from vaultmem.cli import cli
 
 
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    r = tmp_path / "vault"
+def new_vault(r: Path) -> Path:
+    """A registered vault (agent writes go only to those) that ignores drafts/."""
     r.mkdir()
     git(r, "init", "-q", "-b", "main")
     (r / ".gitignore").write_text("drafts/\n")
     (r / "a.md").write_text("# A\n\nuser note\n")
     git(r, "add", ".")
     git(r, "commit", "-q", "-m", "init")
-    vaults.register(r)  # agent writes go only to registered vaults
+    vaults.register(r)
+    return r
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    r = new_vault(tmp_path / "vault")
     monkeypatch.chdir(r)
     return r
 
@@ -296,14 +301,7 @@ def _user_index(repo: Path) -> list[str]:
 @settings(max_examples=10, deadline=None)
 @given(ops=st.lists(st.one_of(USER_OPS, AGENT_OPS), min_size=4, max_size=12))
 def test_agent_writes_never_change_a_byte_of_the_users_work(tmp_path_factory, ops) -> None:  # noqa: ANN001
-    repo = tmp_path_factory.mktemp("prop") / "vault"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / ".gitignore").write_text("drafts/\n")
-    (repo / "a.md").write_text("# A\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "init")
-    vaults.register(repo)
+    repo = new_vault(tmp_path_factory.mktemp("prop") / "vault")
     lock = repo / ".git/index.lock"
     n = 0
     for op in ops:

@@ -91,7 +91,6 @@ class LeftOut:
 class Plan:
     items: tuple[Item, ...] = ()
     left_out: tuple[LeftOut, ...] = ()
-    budget: int = 0
 
     @property
     def delivered(self) -> tuple[Item, ...]:
@@ -142,7 +141,6 @@ def plan(
     (the judging calibration's, `Calibration.passage_coverage`): the evidence of the lines,
     not of the note as a whole."""
     weights = weights or {}
-    coverage = passage_coverage
     items: list[Item] = []
     left: list[LeftOut] = []
     text_rank = 0
@@ -172,22 +170,20 @@ def plan(
                 items.append(replace(base, why="given earlier in this session", reminder=True))
             continue
         if hit.delivery is Delivery.TEXT:
-            room = ROOMS[min(text_rank, len(ROOMS) - 1)]
+            cut = passage(hit, weights, ROOMS[min(text_rank, len(ROOMS) - 1)])
             text_rank += 1
         elif hit.delivery is Delivery.PASSAGE:
-            room = PASSAGE_ROOM
-        elif math.isfinite(coverage) and hit.matched:
-            room = PASSAGE_ROOM
-            cut = passage(hit, weights, room)
-            if not (cut.located and cut.coverage >= coverage):
+            cut = passage(hit, weights, PASSAGE_ROOM)
+            if not cut.located and not _other_script(hit):
+                items.append(base)  # its lines hold none of the prompt's words: say where it is
+                continue
+        elif math.isfinite(passage_coverage) and hit.matched:
+            cut = passage(hit, weights, PASSAGE_ROOM)
+            if not (cut.located and cut.coverage >= passage_coverage):
                 items.append(base)
                 continue
         else:
             items.append(base)
-            continue
-        cut = passage(hit, weights, room)
-        if hit.delivery is Delivery.PASSAGE and not cut.located and not _other_script(hit):
-            items.append(base)  # its lines hold none of the prompt's words: say where it is
             continue
         items.append(
             replace(
@@ -241,7 +237,7 @@ def fit(
         if not shrunk:
             gone = items.pop()  # every item a pointer line and still over: the weakest goes
             left.append(LeftOut(gone.path, f"over the block's budget of {budget} characters"))
-    return Plan(tuple(items), tuple(left), budget)
+    return Plan(tuple(items), tuple(left))
 
 
 @dataclass(frozen=True)
@@ -264,24 +260,19 @@ def passage(hit: Hit, weights: Mapping[str, float], room: int) -> Cut:
     size = [len(render.escape_text(line)) + 1 for line in lines]
     matched = hit.matched
     total = sum(weights.values())
+    # The prompt's terms each line holds: tokenised once, for the scores and the coverage.
+    held = [set(tokens(line)) & matched if matched else set() for line in lines]
 
     def cover(lo: int, hi: int) -> float:
-        held: set[str] = set()
-        for line in lines[lo : hi + 1]:
-            held |= set(tokens(line)) & matched
-        return sum(weights.get(t, 0.0) for t in held) / total if total > 0 else 0.0
+        terms = set().union(*held[lo : hi + 1])
+        return sum(weights.get(t, 0.0) for t in terms) / total if total > 0 else 0.0
 
     if sum(size) - 1 <= room:
         whole_cov = cover(0, len(lines) - 1) if matched else 0.0
         return Cut(
             hit.text.strip("\n"), _span(hit, offset, 0, len(lines) - 1), True, True, whole_cov
         )
-    scores = [
-        sum(weights.get(t, UNCOUNTED_WEIGHT) for t in set(tokens(line)) & matched)
-        if matched
-        else 0.0
-        for line in lines
-    ]
+    scores = [sum(weights.get(t, UNCOUNTED_WEIGHT) for t in terms) for terms in held]
     best = max(range(len(lines)), key=lambda i: (scores[i], -i))
     located = scores[best] > 0
     if not located:

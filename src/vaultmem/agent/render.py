@@ -248,15 +248,7 @@ def plan_entries(items: Sequence[Any]) -> tuple[list[str], list[str]]:
 
 def plan_size(items: Sequence[Any]) -> int:
     """The characters `render_plan` prints for these items."""
-    notes, pointers = plan_entries(items)
-    size = 0
-    if notes:
-        size += len(_context_head(items)) + sum(map(len, notes)) + len(f"</{CONTEXT_TAG}>")
-    if pointers:
-        size += len(_POINTERS_HEAD) + sum(map(len, pointers)) + len(f"</{POINTERS_TAG}>")
-    if notes and pointers:
-        size += len(_BLOCK_GAP)
-    return size
+    return len(render_plan(items))
 
 
 def render_plan(items: Sequence[Any]) -> str:

@@ -299,3 +299,19 @@ def test_a_session_is_reminded_once_and_offered_a_pointer_once() -> None:
     assert [x.reason for x in second.left_out] == ["offered earlier in this session"]
     third = plan([given, offered], prompt="zephyrquill", seen=seen | set(second.remembered))
     assert not third.items and {x.path for x in third.left_out} == {"a.md", offered.path}
+
+
+def test_the_session_ledger_is_never_read_or_written_through_a_link(tmp_path: Path) -> None:
+    from vaultmem.agent.session import SessionLedger
+
+    home = tmp_path / "home"
+    ledger = SessionLedger.of(home, "s1")
+    ledger.add(["a\0h1"])
+    assert ledger.seen() == {"a\0h1"}
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('["planted"]')
+    ledger.path.unlink()
+    ledger.path.symlink_to(elsewhere)
+    assert ledger.seen() == frozenset()
+    ledger.add(["b\0h2"])
+    assert elsewhere.read_text() == '["planted"]' and ledger.path.is_symlink()

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -197,3 +199,27 @@ def atomic_write(
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dfd)
             raise
+
+
+_last_prune: dict[Path, float] = {}
+
+
+def prune_stale(directory: Path, *, older_than: float, every: float) -> None:
+    """Delete the entries of `directory` not modified for `older_than` seconds, judged by their
+    own mtime (a link as itself, never what it points to), at most once per `every` seconds per
+    process and folder: a caller that runs for every prompt pays for a scan only now and then.
+    Best effort: what cannot be read or removed stays."""
+    now = time.time()
+    if now - _last_prune.get(directory, -math.inf) < every:
+        return
+    _last_prune[directory] = now
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return
+    for old in entries:
+        try:
+            if now - old.lstat().st_mtime > older_than:
+                old.unlink()
+        except OSError:
+            pass

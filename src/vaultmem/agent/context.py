@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import VaultmemError
+from ..files import prune_stale
 from . import delivery
 from .provenance import note_source
 from .render import MemoryBlock, memory_block, render_plan
@@ -432,7 +433,13 @@ def _claim(directory: Path, key: str) -> bool:
         marker = directory / name
         try:
             os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            _prune(directory, time.time())
+            # Claims long past their window go, at most once a window per process: the warm
+            # service claims for every prompt, and a scan per prompt cost it milliseconds.
+            prune_stale(
+                directory,
+                older_than=DUPLICATE_WINDOW_SECONDS * 10,
+                every=DUPLICATE_WINDOW_SECONDS,
+            )
             return True
         except FileExistsError:
             # lstat / utime of the name itself: a link planted here is never followed.
@@ -442,23 +449,6 @@ def _claim(directory: Path, key: str) -> bool:
             return True
     except OSError:
         return True  # no place to record the claim: better twice than never
-
-
-_last_prune: dict[Path, float] = {}
-
-
-def _prune(directory: Path, now: float) -> None:
-    """Remove claims long past their window, at most once a window per process: the warm
-    service claims for every prompt, and a scan per prompt cost it milliseconds."""
-    if now - _last_prune.get(directory, -math.inf) < DUPLICATE_WINDOW_SECONDS:
-        return
-    _last_prune[directory] = now
-    for old in directory.iterdir():
-        try:
-            if now - old.stat().st_mtime > DUPLICATE_WINDOW_SECONDS * 10:
-                old.unlink()
-        except OSError:
-            pass
 
 
 def _display(path: Path | None) -> str:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-# A session's ledger is forgotten this long after its last prompt.
+from ..errors import SymlinkRefused
+from ..files import atomic_write, prune_stale, read_regular
+
+# A session's ledger is forgotten this long after its last prompt (looked for once an hour).
 KEEP_SECONDS = 24 * 3600
 # A ledger holds at most this many keys (the oldest go first): bounded work per prompt.
 MAX_KEYS = 2000
@@ -25,22 +25,21 @@ MAX_KEYS = 2000
 
 @dataclass(frozen=True)
 class SessionLedger:
+    home: Path  # vaultmem's home: nothing below it is read or written through a link
     path: Path
 
     @classmethod
     def of(cls, home: Path, session: str) -> SessionLedger:
         name = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        return cls(home / "run" / "sessions" / name)
+        return cls(home, home / "run" / "sessions" / name)
 
     def seen(self) -> frozenset[str]:
         return frozenset(self._keys())
 
     def _keys(self) -> list[str]:
         try:
-            if self.path.is_symlink():
-                return []
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(read_regular(self.path, below=self.home) or b"[]")
+        except (OSError, ValueError, SymlinkRefused):
             return []
         return [k for k in data if isinstance(k, str)] if isinstance(data, list) else []
 
@@ -51,27 +50,9 @@ class SessionLedger:
             return
         keys_now = list(dict.fromkeys([*self._keys(), *new]))[-MAX_KEYS:]
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".ledger-")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(keys_now, fh)
-            os.replace(tmp, self.path)  # replaces a planted link, never writes through it
-            _prune(self.path.parent)
-        except OSError:
+            atomic_write(
+                self.path, json.dumps(keys_now), below=self.home, mode=0o600, dir_mode=0o700
+            )
+        except (OSError, SymlinkRefused):
             return
-
-
-_last_prune: dict[Path, float] = {}
-
-
-def _prune(directory: Path) -> None:
-    now = time.time()
-    if now - _last_prune.get(directory, 0.0) < 3600:
-        return
-    _last_prune[directory] = now
-    for old in directory.iterdir():
-        try:
-            if now - old.lstat().st_mtime > KEEP_SECONDS:
-                old.unlink()
-        except OSError:
-            pass
+        prune_stale(self.path.parent, older_than=KEEP_SECONDS, every=3600)

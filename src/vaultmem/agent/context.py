@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
 
     from ..config import Settings
     from ..embed import Embedder
-    from ..search import Hit, SecondOpinion
+    from ..search import Retrieval, SecondOpinion
     from ..store import db
     from ..store.db import Conn
 
@@ -148,6 +147,29 @@ class ContextResult:
     def left_out(self) -> tuple[str, ...]:
         return tuple(f"{x.path}: {x.reason}" for x in self.plan.left_out)
 
+    def record(
+        self, home: Path, settings: Settings, *, source: str, vault: str | None, prompt: str
+    ) -> None:
+        """Record what was given in the injection log (`injections`) as coming from `source`:
+        the paths and how each was given, never the text."""
+        from . import injections
+
+        injections.record(
+            home,
+            enabled=settings.log_injections,
+            keep_prompt=settings.log_prompts,
+            source=source,
+            vault=vault,
+            prompt=prompt,
+            paths=self.paths,
+            chars=len(self.text),
+            band=self.band,
+            pointers=self.pointers,
+            second_opinion=self.second_opinion,
+            passages=self.passages,
+            left_out=self.left_out,
+        )
+
     def as_json(self) -> dict[str, object]:
         """What `vaultmem context --json` prints: the block and its items in order."""
         prefs = self.preferences
@@ -249,7 +271,7 @@ def build_context(
     `session` (Claude Code's session id) keeps a chunk delivered in full once in the session
     from being delivered again (`session.SessionLedger`): it comes back as a one-line reminder.
     """
-    from ..search import Prompt, Request, retrieve
+    from ..search import Prompt, Request, Retrieval, retrieve
     from ..store import db
 
     res = resources if resources is not None else ColdResources()
@@ -268,9 +290,7 @@ def build_context(
     if wants_notes and claim is not None and not _claim(*claim):
         wants_notes = False
     needs_db = has_vault and (wants_notes or (include_memory and prefs is None))
-    hits: list[Hit] = []
-    rarity: dict[str, float] = {}
-    coverage = math.inf
+    found = Retrieval(())
     provenance: dict[str, dict[str, str]] = {}
     embedder: Embedder | None = None
     opinion = res.second_opinion(settings) if wants_notes else None
@@ -310,9 +330,9 @@ def build_context(
                             embedder = embedder or res.embedder(settings)
                             asking = Request.of(settings, asked, k=k, second_opinion=opinion)
                             found = retrieve(conn, vault, asking, embedder)
-                            hits, rarity = list(found.hits), found.rarity
-                            coverage = found.passage_coverage
-                            provenance = sources(conn, vault, hits, settings.agent_folder)
+                            provenance = sources(
+                                conn, vault, list(found.hits), settings.agent_folder
+                            )
     if include_memory and (prefs is None or (not prefs.text.strip() and prefs.vault_path)):
         if prefs is not None and prefs.notice:
             notices.append(prefs.notice)
@@ -334,19 +354,16 @@ def build_context(
         if block:
             blocks.append(block)
             paths.append(prefs.vault_path or prefs.source or "")
-        if prefs.vault_path:
-            # The preferences file is already in Layer B; do not spend Layer A's budget on it.
-            hits = [h for h in hits if h.path != prefs.vault_path]
     ledger = SessionLedger.of(settings.home, session) if session else None
     chosen = notes_plan(
         settings,
-        hits,
-        rarity,
+        found,
         asked.text if asked is not None else "",
         provenance,
         max_chars=max_chars,
         seen=ledger.seen() if ledger is not None else (),
-        passage_coverage=coverage,
+        # The preferences file is already in Layer B; do not spend Layer A's budget on it.
+        preferences_given=prefs is not None and prefs.vault_path is not None,
     )
     band = None
     if chosen.items:
@@ -362,7 +379,7 @@ def build_context(
         band,
         tuple(i.path for i in chosen.pointers),
         # a judged hit carries the second opinion's cosine only when the gate weighed it
-        second_opinion=band is not None and any(h.agnostic is not None for h in hits),
+        second_opinion=band is not None and any(h.agnostic is not None for h in found.hits),
         plan=chosen,
         preferences=prefs_block,
     )
@@ -370,19 +387,22 @@ def build_context(
 
 def notes_plan(
     settings: Settings,
-    hits: Sequence[Hit],
-    rarity: Mapping[str, float],
+    found: Retrieval,
     prompt: str,
     provenance: Mapping[str, Mapping[str, str]],
     *,
     max_chars: int | None = None,
     seen: Collection[str] = (),
-    passage_coverage: float = math.inf,
+    preferences_given: bool = False,
 ) -> delivery.Plan:
     """What the agent gets of a prompt's kept notes (`delivery.plan`), for every reader alike:
     `vaultmem context`, the hook, `vaultmem query` and MCP `search` (which pass the same
-    settings, so they show the same items in the same order with the same delivery)."""
-    if settings.memory_file is None:
+    settings, so they show the same items in the same order with the same delivery). The
+    passages are chosen by the terms' rarity in the vault and the judging calibration's
+    passage coverage, both from `found`. `preferences_given`: the vault's MEMORY.md is
+    already in the preferences block."""
+    hits = list(found.hits)
+    if settings.memory_file is None or preferences_given:
         # Without a preferences file of the user's own, the vault's MEMORY.md is Layer B even
         # when this block leaves it out (`claude-hook --no-memory`: the wrapper put it in the
         # system prompt already): never a retrieved note as well.
@@ -390,11 +410,11 @@ def notes_plan(
     return delivery.plan(
         hits,
         prompt=prompt,
-        weights=delivery.term_weights(rarity),
+        weights=delivery.term_weights(found.rarity),
         budget=settings.context_max_chars if max_chars is None else max_chars,
         provenance=provenance,
         seen=seen,
-        passage_coverage=passage_coverage,
+        passage_coverage=found.passage_coverage,
     )
 
 
@@ -481,7 +501,6 @@ def hook_context(
     """
     from .. import vaults
     from ..config import load_settings, user_home
-    from . import injections
 
     data = json.loads(payload)
     if not isinstance(data, dict):
@@ -511,20 +530,12 @@ def hook_context(
         shared=entry.shared if entry is not None else None,
         session=session if isinstance(session, str) and session else None,
     )
-    injections.record(
+    result.record(
         user_home(user),
-        enabled=settings.log_injections,
-        keep_prompt=settings.log_prompts,
+        settings,
         source=source,
         vault=entry.name if entry is not None else None,
         prompt=prompt,
-        paths=result.paths,
-        chars=len(result.text),
-        band=result.band,
-        pointers=result.pointers,
-        second_opinion=result.second_opinion,
-        passages=result.passages,
-        left_out=result.left_out,
     )
     return result.text
 

@@ -217,14 +217,7 @@ class VaultTools:
             hits = found.hits
             provenance = sources(conn, vault, list(hits), target.settings.agent_folder)
         # The same items, order and delivery as `vaultmem context` and the hook give.
-        chosen = notes_plan(
-            target.settings,
-            hits,
-            found.rarity,
-            asked.text,
-            provenance,
-            passage_coverage=found.passage_coverage,
-        )
+        chosen = notes_plan(target.settings, found, asked.text, provenance)
         by_path = {h.path: h for h in hits}
         shown = _shorten(asked.text, MAX_ECHO_CHARS)
         head = f"<search_results{_attrs(vault=target.entry.name, query=shown)}>\n"

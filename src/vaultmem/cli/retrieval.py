@@ -116,14 +116,7 @@ def query_cmd(
     dropped = list(found.dropped)
     scored = {v.hit.path: v for v in found.verdicts}
     # What the agent would get of these notes: the same plan as `vaultmem context` and the hook.
-    chosen = notes_plan(
-        settings,
-        hits,
-        found.rarity,
-        Prompt.of(text).text,
-        provenance,
-        passage_coverage=found.passage_coverage,
-    )
+    chosen = notes_plan(settings, found, Prompt.of(text).text, provenance)
     by_path = {h.path: h for h in hits}
     if as_json:
         rows = [
@@ -376,23 +369,14 @@ def context_cmd(
         )
         notices.extend(result.notices)
         if record_as:
-            from ..agent import injections
             from ..config import user_home
 
-            injections.record(
+            result.record(
                 user_home(),
-                enabled=settings.log_injections,
-                keep_prompt=settings.log_prompts,
+                settings,
                 source=record_as,
                 vault=entry.name if entry is not None else None,
                 prompt=text,
-                paths=result.paths,
-                chars=len(result.text),
-                band=result.band,
-                pointers=result.pointers,
-                second_opinion=result.second_opinion,
-                passages=result.passages,
-                left_out=result.left_out,
             )
         if as_json:
             return json_safe(json.dumps(result.as_json(), ensure_ascii=False, indent=2))

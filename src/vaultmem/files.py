@@ -167,11 +167,13 @@ def atomic_write(
     dir_mode: int = 0o777,
     below: Path | None = None,
     advice: str = ADVICE,
+    umask: bool = False,
 ) -> None:
     """Write `data` to `path` atomically (a temp file in the same folder, then a rename).
 
     `mode`: the new file's permissions. None keeps an existing file's permissions and gives a
-    new file 0600 (these files are the user's own state). Missing folders are created with
+    new file 0600 (these files are the user's own state). `umask`: instead, 0666 less the
+    process's umask, as git creates the files of a work tree. Missing folders are created with
     `dir_mode` (less the umask). A `path` that is a symbolic link is refused (SymlinkRefused),
     never replaced by a file or written through; with `below`, so is a link among the folders
     under it. Raises OSError otherwise; the temp file is then removed.
@@ -188,12 +190,16 @@ def atomic_write(
             mode = stat.S_IMODE(current.st_mode) if current is not None else 0o600
         tmp = f".{path.name}.{os.urandom(6).hex()}.tmp"
         fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600, dir_fd=dfd
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC,
+            0o666 if umask else 0o600,  # the kernel takes the umask off
+            dir_fd=dfd,
         )
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(raw)
-                os.fchmod(fh.fileno(), mode)
+                if not umask:
+                    os.fchmod(fh.fileno(), mode)
             os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
             with contextlib.suppress(OSError):

@@ -28,7 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import VaultmemError
+from ..errors import SymlinkRefused, VaultmemError
+from ..files import atomic_write
 from .statedir import hold_lock, state_files
 
 AGENT_NAME = "vaultmem agent"
@@ -62,9 +63,14 @@ def _git(
         check=False,
     )
     if proc.returncode != 0:
-        message = proc.stderr.decode(errors="replace").strip().splitlines()
-        raise WriteRefused(f"git {args[0]} failed: {message[-1] if message else proc.returncode}")
+        raise WriteRefused(f"git {args[0]} failed: {_last_said(proc)}")
     return proc.stdout.decode(errors="surrogateescape").strip()
+
+
+def _last_said(proc: subprocess.CompletedProcess[bytes]) -> str:
+    """The last line git wrote to stderr (its reason), else its exit status."""
+    lines = proc.stderr.decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else str(proc.returncode)
 
 
 def _git_dir(root: Path) -> Path:
@@ -256,14 +262,13 @@ def _try_commit(
             env=env,
         )
         if made.returncode != 0:
-            said = made.stderr.decode(errors="replace").strip().splitlines()
             if sign:
                 raise WriteRefused(
                     "commit.gpgsign is set in this vault but the agent's commit could not be "
-                    f"signed ({said[-1] if said else made.returncode}): nothing was written; "
+                    f"signed ({_last_said(made)}): nothing was written; "
                     "make signing work without a prompt, or unset commit.gpgsign for the vault"
                 )
-            raise WriteRefused(f"git commit-tree failed: {said[-1] if said else made.returncode}")
+            raise WriteRefused(f"git commit-tree failed: {_last_said(made)}")
         commit = made.stdout.decode().strip()
     with _index_lock(git_dir) as lock, tempfile.TemporaryDirectory() as tmp:
         # The user's index as it is now (under its lock), with this one path's new entry.
@@ -281,8 +286,7 @@ def _try_commit(
         if moved.returncode != 0:
             if _git(root, "rev-parse", "-q", "--verify", "HEAD") != old:
                 return None
-            lines = moved.stderr.decode(errors="replace").strip().splitlines()
-            raise WriteRefused(f"git update-ref failed: {lines[-1] if lines else moved.returncode}")
+            raise WriteRefused(f"git update-ref failed: {_last_said(moved)}")
         _write_file(root, path, data)
         shutil.copyfile(staged, lock)
         os.replace(lock, git_dir / "index")  # git's own way to commit an index
@@ -350,24 +354,9 @@ def _hook_refusal(hook: str, ran: subprocess.CompletedProcess[bytes]) -> str:
 
 def _write_file(root: Path, path: str, data: bytes) -> None:
     """Write the committed file into the work tree (its path was checked free or clean above,
-    under the writer lock), created with the user's umask as git creates files."""
-    target = root / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _check_path(root, path)
-    for _ in range(100):
-        tmp = target.parent / f".vaultmem-{os.urandom(6).hex()}"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # less the umask
-        except FileExistsError:
-            continue
-        break
-    else:
-        raise WriteRefused(f"cannot create a temporary file beside {path}")
+    under the writer lock), created with the user's umask as git creates files, never through
+    a link among its folders."""
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        atomic_write(root / path, data, below=root, umask=True)
+    except SymlinkRefused:
+        raise WriteRefused(f"{path} would go through a symbolic link: refused") from None

@@ -109,6 +109,7 @@ class Figures:
 def measure(
     rows: list[Any], fusion: Any, coverage: float = float("inf"), *, renderer: str
 ) -> dict[str, Figures]:
+    from vaultmem.agent.render import plan_size
     from vaultmem.search.retrieval import delivered
 
     out: dict[str, Figures] = defaultdict(Figures)
@@ -121,9 +122,7 @@ def measure(
             p = new_block(kept, r, coverage=coverage)
             got = [i.path for i in p.items]
             text = [i.path for i in p.delivered]
-            from vaultmem.agent.render import plan_size
-
-            chars = plan_size(p.items) if p.items else 0
+            chars = plan_size(p.items)
         group = ("same" if r.group == "same" else "cross") if r.answerable else r.group
         f = out[group]
         f.n += 1
@@ -208,7 +207,7 @@ def session_chars(
         for r in session[:20]:
             kept = delivered(_calibrate.deliver(r, fusion, k=K))
             p = new_block(kept, r, seen if ledger else None, coverage)
-            chars += plan_size(p.items) if p.items else 0
+            chars += plan_size(p.items)
             if ledger:
                 seen |= set(p.remembered)
             given |= {i.path for i in p.delivered}

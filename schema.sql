@@ -39,6 +39,11 @@ CREATE TABLE IF NOT EXISTS index_state (
 -- How the vault's notes were cut into chunks (markdown.chunker_signature); a different one
 -- (an upgrade, a new VAULTMEM_MAX_CHUNK_CHARS) makes the next run re-chunk every note.
 ALTER TABLE index_state ADD COLUMN IF NOT EXISTS chunker text;
+-- The second opinion's model whose vectors the vault's rows hold (search/second_opinion.py).
+-- Like `model_id` for the embedding, a row's vector is always of the recorded model or NULL,
+-- so the backlog is exactly the NULL rows: a partial index finds them without reading the
+-- vault. A new model clears the old vectors once (store.claims.retire_agnostic).
+ALTER TABLE index_state ADD COLUMN IF NOT EXISTS agnostic_model_id text;
 
 -- One row per indexed note: what the index believes HEAD holds at that path.
 CREATE TABLE IF NOT EXISTS memory_notes (
@@ -140,25 +145,33 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- The statements run through EXECUTE so they are planned for the rows at hand on every call.
+-- As static SQL they have no parameters, so PL/pgSQL would plan them once per session and keep
+-- that plan: after a big note's delete (a hash join over the whole lexicon) every later one-note
+-- delete of the session scanned the vault's lexicon too (bench/scale.py: 2.5x the cost per note
+-- at 1k notes, 6.8x at 3k). Lexemes whose count reaches zero are deleted rather than updated,
+-- so each lexicon row is written once.
 CREATE OR REPLACE FUNCTION vaultmem_lexical_removed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    EXECUTE $q$
     UPDATE memory_lexical_stats AS s
         SET chunks = s.chunks - d.chunks, tokens = s.tokens - d.tokens
         FROM (SELECT vault_id, count(*) AS chunks, sum(n_tokens) AS tokens
               FROM old_rows GROUP BY 1) AS d
-        WHERE s.vault_id = d.vault_id;
-    UPDATE memory_lexicon AS l SET df = l.df - d.n
-        FROM (SELECT r.vault_id, u.lexeme, count(*) AS n
-              FROM old_rows r CROSS JOIN LATERAL unnest(tsvector_to_array(r.lexemes)) AS u(lexeme)
-              GROUP BY 1, 2) AS d
-        WHERE l.vault_id = d.vault_id AND l.lexeme = d.lexeme;
+        WHERE s.vault_id = d.vault_id $q$;
     -- A lexeme no chunk holds any more is removed, not kept at df = 0: it may be the last trace
     -- of a secret that was deleted or quarantined.
-    DELETE FROM memory_lexicon AS l
-        USING (SELECT DISTINCT r.vault_id, u.lexeme
-               FROM old_rows r CROSS JOIN LATERAL unnest(tsvector_to_array(r.lexemes)) AS u(lexeme))
-              AS d
-        WHERE l.vault_id = d.vault_id AND l.lexeme = d.lexeme AND l.df <= 0;
+    EXECUTE $q$
+    WITH d AS MATERIALIZED (
+        SELECT r.vault_id, u.lexeme, count(*) AS n
+          FROM old_rows r CROSS JOIN LATERAL unnest(tsvector_to_array(r.lexemes)) AS u(lexeme)
+         GROUP BY 1, 2),
+    gone AS (
+        DELETE FROM memory_lexicon AS l USING d
+         WHERE l.vault_id = d.vault_id AND l.lexeme = d.lexeme AND l.df <= d.n)
+    UPDATE memory_lexicon AS l SET df = l.df - d.n
+      FROM d
+     WHERE l.vault_id = d.vault_id AND l.lexeme = d.lexeme AND l.df > d.n $q$;
     RETURN NULL;
 END $$;
 

@@ -44,6 +44,7 @@ def fill(
     embedding (loading one takes seconds; None: it cannot run here, the rest waits). `go_on()`
     runs before each batch (it may wait) and stops the fill by returning False;
     `progress(done, total)` follows the batches. Returns the chunks given a vector."""
+    claims.retire_agnostic(conn, vault_id, model_id)
     hashes = claims.missing_agnostic(conn, vault_id, model_id)
     conn.commit()
     if not hashes:

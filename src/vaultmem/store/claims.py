@@ -86,7 +86,7 @@ def claim(
           FROM memory_primary p JOIN index_state s ON s.vault_id = p.vault_id
           JOIN vaults v ON v.id = p.vault_id AND vaultmem_may_write(v.owner)
          WHERE s.model_id IS NOT NULL
-           AND (p.embedding IS NULL OR p.model_id IS DISTINCT FROM s.model_id){where}
+           AND p.embedding IS NULL{where}
          ORDER BY p.updated_at DESC
          LIMIT %(n)s
            FOR UPDATE OF p SKIP LOCKED
@@ -151,6 +151,25 @@ def _array(value: Any) -> np.ndarray:
     return np.asarray(to_numpy() if to_numpy else value, dtype=np.float32)
 
 
+def retire_agnostic(conn: Conn, vault_id: int, model_id: str) -> None:
+    """Make `model_id` the vault's second-opinion model: a row's second-opinion vector is
+    always of it or NULL, so the missing ones are the NULL rows (a partial index finds them
+    without reading the vault). A new model clears the old one's vectors, once; a role that
+    may not write the vault changes nothing."""
+    changed = conn.execute(
+        "UPDATE index_state SET agnostic_model_id = %s"
+        " WHERE vault_id = %s AND agnostic_model_id IS DISTINCT FROM %s RETURNING vault_id",
+        (model_id, vault_id, model_id),
+    ).fetchone()
+    if changed:
+        conn.execute(
+            "UPDATE memory_primary SET agnostic = NULL, agnostic_model_id = NULL"
+            " WHERE vault_id = %s AND agnostic IS NOT NULL"
+            " AND agnostic_model_id IS DISTINCT FROM %s",
+            (vault_id, model_id),
+        )
+
+
 def missing_agnostic(conn: Conn, vault_id: int, model_id: str) -> list[str]:
     """The content hashes of the vault's chunks that have no second-opinion vector from
     `model_id` on their row yet (each once, in path order), if this role may write the vault
@@ -161,7 +180,7 @@ def missing_agnostic(conn: Conn, vault_id: int, model_id: str) -> list[str]:
             SELECT DISTINCT ON (p.content_hash) p.content_hash, p.path, p.chunk_index
               FROM memory_primary p
              WHERE p.vault_id = %(v)s
-               AND (p.agnostic IS NULL OR p.agnostic_model_id IS DISTINCT FROM %(m)s)
+               AND p.agnostic IS NULL
                AND EXISTS (SELECT 1 FROM vaults v
                             WHERE v.id = %(v)s AND vaultmem_may_write(v.owner))
              ORDER BY p.content_hash, p.path, p.chunk_index
@@ -185,7 +204,7 @@ def fill_agnostic(conn: Conn, vault_id: int, model_id: str, hashes: Sequence[str
           FROM embedding_cache c,
                (SELECT vault_id, path, chunk_index FROM memory_primary
                  WHERE vault_id = %(v)s AND content_hash = ANY(%(h)s)
-                   AND (agnostic IS NULL OR agnostic_model_id IS DISTINCT FROM %(m)s)
+                   AND agnostic IS NULL
                  FOR UPDATE SKIP LOCKED) q
          WHERE p.vault_id = q.vault_id AND p.path = q.path AND p.chunk_index = q.chunk_index
            AND c.model_id = %(m)s AND c.content_hash = p.content_hash
@@ -241,7 +260,7 @@ def fill_from_cache(
                (SELECT q.vault_id, q.path, q.chunk_index
                   FROM memory_primary q JOIN index_state s ON s.vault_id = q.vault_id
                  WHERE q.content_hash = ANY(%(h)s) AND s.model_id = %(m)s
-                   AND (q.embedding IS NULL OR q.model_id IS DISTINCT FROM %(m)s){where}
+                   AND q.embedding IS NULL{where}
                    FOR UPDATE OF q SKIP LOCKED) t
          WHERE p.vault_id = t.vault_id AND p.path = t.path AND p.chunk_index = t.chunk_index
            AND c.model_id = %(m)s AND c.content_hash = p.content_hash
@@ -265,7 +284,7 @@ def backlog_counts(conn: Conn, vault_ids: Sequence[int] | None = None) -> dict[s
           FROM memory_primary p JOIN index_state s ON s.vault_id = p.vault_id
           JOIN vaults v ON v.id = p.vault_id AND vaultmem_may_write(v.owner)
          WHERE s.model_id IS NOT NULL
-           AND (p.embedding IS NULL OR p.model_id IS DISTINCT FROM s.model_id){where}
+           AND p.embedding IS NULL{where}
          GROUP BY 1 ORDER BY 1
         """,
         params,

@@ -467,7 +467,7 @@ def vault_stats(conn: Conn, *, installation: str | None = None) -> list[dict[str
                (SELECT count(*) FROM memory_primary p WHERE p.vault_id = v.id) AS chunks,
                (SELECT count(*) FROM memory_primary p
                  WHERE p.vault_id = v.id
-                   AND (p.embedding IS NULL OR p.model_id IS DISTINCT FROM s.model_id)) AS backlog,
+                   AND p.embedding IS NULL) AS backlog,
                (SELECT count(*) FROM memory_primary p
                  WHERE p.vault_id = v.id AND p.agnostic IS NULL) AS second_opinion_missing,
                (SELECT count(*) FROM memory_secure_audit a WHERE a.vault_id = v.id) AS quarantined,

@@ -139,10 +139,21 @@ def set_watermark(conn: Conn, vault_id: int, commit: str) -> None:
 
 
 def set_model(conn: Conn, vault_id: int, model_id: str) -> None:
-    conn.execute(
-        "UPDATE index_state SET model_id = %s, updated_at = now() WHERE vault_id = %s",
-        (model_id, vault_id),
-    )
+    """Make `model_id` the vault's embedding model. A chunk's vector is always of its vault's
+    model or NULL (the backlog is exactly the NULL rows, which a partial index finds without
+    reading the vault), so a change of model clears the other model's vectors, once. The
+    shared cache keeps them: switching back costs no model call."""
+    changed = conn.execute(
+        "UPDATE index_state SET model_id = %s, updated_at = now()"
+        " WHERE vault_id = %s AND model_id IS DISTINCT FROM %s RETURNING vault_id",
+        (model_id, vault_id, model_id),
+    ).fetchone()
+    if changed:
+        conn.execute(
+            "UPDATE memory_primary SET embedding = NULL, model_id = NULL, updated_at = now()"
+            " WHERE vault_id = %s AND embedding IS NOT NULL AND model_id IS DISTINCT FROM %s",
+            (vault_id, model_id),
+        )
 
 
 def set_last_run(conn: Conn, vault_id: int, outcome: dict[str, Any]) -> None:
@@ -367,29 +378,30 @@ def upsert_note(
         "DELETE FROM memory_primary WHERE vault_id = %s AND path = %s", (vault_id, note.path)
     )
     if note.chunks:
-        lexemes = note.chunk_lexemes()
-        with conn.cursor() as cur:
-            cur.executemany(
-                """
-                INSERT INTO memory_primary
-                    (vault_id, path, chunk_index, heading, content, content_hash, lexemes,
-                     line_map)
-                VALUES (%s, %s, %s, %s, %s, %s, to_tsvector('simple', %s), %s)
-                """,
-                [
-                    (
-                        vault_id,
-                        note.path,
-                        c.index,
-                        c.heading,
-                        c.text,
-                        c.content_hash,
-                        lexemes[i],
-                        list(c.lines) or None,
-                    )
-                    for i, c in enumerate(note.chunks)
-                ],
-            )
+        # One statement for all of a note's chunks: the lexicon trigger then counts the note's
+        # words once, not once per chunk (a row per chunk and word in the lexicon's history).
+        chunks = note.chunks
+        conn.execute(
+            """
+            INSERT INTO memory_primary
+                (vault_id, path, chunk_index, heading, content, content_hash, lexemes, line_map)
+            SELECT %s, %s, c.i, c.heading, c.content, c.hash, to_tsvector('simple', c.words),
+                   c.lines::integer[]
+              FROM unnest(%s::integer[], %s::text[], %s::text[], %s::text[], %s::text[],
+                          %s::text[]) AS c(i, heading, content, hash, words, lines)
+            """,
+            (
+                vault_id,
+                note.path,
+                [c.index for c in chunks],
+                [c.heading for c in chunks],
+                [c.text for c in chunks],
+                [c.content_hash for c in chunks],
+                note.chunk_lexemes(),
+                # An array per chunk, as its literal (unnest would flatten a 2-D array).
+                ["{" + ",".join(map(str, c.lines)) + "}" if c.lines else None for c in chunks],
+            ),
+        )
     return bool(row and row["inserted"]), len(note.chunks)
 
 
@@ -408,7 +420,8 @@ def fill_from_cache(
                updated_at = now()
           FROM embedding_cache c
          WHERE p.vault_id = %(v)s AND c.model_id = %(m)s AND c.content_hash = p.content_hash
-           AND (p.embedding IS NULL OR p.model_id IS DISTINCT FROM %(m)s){where}
+           AND p.embedding IS NULL{where}
+           AND EXISTS (SELECT 1 FROM index_state s WHERE s.vault_id = %(v)s AND s.model_id = %(m)s)
         """,
         params,
     )
@@ -416,10 +429,18 @@ def fill_from_cache(
 
 
 def backlog_size(conn: Conn, vault_id: int, model_id: str | None) -> int:
+    """Chunks of the vault without a `model_id` vector: its NULL rows when `model_id` is the
+    vault's model (found through the backlog's partial index), every row otherwise."""
     row = conn.execute(
-        "SELECT count(*) AS n FROM memory_primary WHERE vault_id = %s"
-        " AND (embedding IS NULL OR model_id IS DISTINCT FROM %s)",
-        (vault_id, model_id),
+        """
+        SELECT CASE WHEN s.model_id IS NOT DISTINCT FROM %(m)s
+                    THEN (SELECT count(*) FROM memory_primary p
+                           WHERE p.vault_id = %(v)s AND p.embedding IS NULL)
+                    ELSE (SELECT count(*) FROM memory_primary p WHERE p.vault_id = %(v)s)
+               END AS n
+          FROM (SELECT (SELECT model_id FROM index_state WHERE vault_id = %(v)s) AS model_id) s
+        """,
+        {"v": vault_id, "m": model_id},
     ).fetchone()
     return int(row["n"]) if row else 0
 
@@ -440,11 +461,11 @@ def store_embeddings(
         UPDATE memory_primary p
            SET embedding = c.embedding, model_id = c.model_id, updated_at = now()
           FROM embedding_cache c
-         WHERE p.vault_id = %s AND c.model_id = %s AND c.content_hash = p.content_hash
-           AND p.content_hash = ANY(%s)
-           AND (p.embedding IS NULL OR p.model_id IS DISTINCT FROM c.model_id)
+         WHERE p.vault_id = %(v)s AND c.model_id = %(m)s AND c.content_hash = p.content_hash
+           AND p.content_hash = ANY(%(h)s) AND p.embedding IS NULL
+           AND EXISTS (SELECT 1 FROM index_state s WHERE s.vault_id = %(v)s AND s.model_id = %(m)s)
         """,
-        (vault_id, model_id, list(hashes)),
+        {"v": vault_id, "m": model_id, "h": list(hashes)},
     )
     return cur2.rowcount
 

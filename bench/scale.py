@@ -1,0 +1,296 @@
+"""How ingest and search cost grows with the vault: synthetic vaults of 1k to 50k notes.
+
+Each vault is generated (varied words drawn from a Zipf law over a 60,000-word vocabulary, notes
+of one to a dozen sections, one note in 500 a big one of 100+ chunks) and committed to git; then,
+text only (`--no-embed`: the hash test embedder, no vectors), it measures:
+  - the full build (notes/s);
+  - a one-note edit's catch-up (median of several commits);
+  - a commit deleting 300 notes whose first (in diff order) is a big note, and one without;
+  - `verify` and `verify --deep`;
+  - one lexical search (p50 of 30 prompts of the vault's own words);
+  - sequential scans of memory_lexicon, memory_primary and embedding_cache during the one-note
+    catch-ups (pg_stat_user_tables; 0 means every statement walked an index);
+  - with `--maintenance`: a rename of a 1,000-note folder, `gc`, `rebuild`, and the purge.
+Each figure is printed with its ratio to the smallest vault's.
+
+Usage:
+  python bench/scale.py                        # 1k, 5k, 20k, 50k (about 20 minutes)
+  python bench/scale.py --sizes 1000,5000      # quicker
+  python bench/scale.py --maintenance          # also rename a folder, gc, rebuild
+  python bench/scale.py --replay 400           # also: the first 400 commits of tldr's history,
+                                               # catch-up time per 100 commits
+Runs its own bundled PostgreSQL in a temporary VAULTMEM_HOME unless VAULTMEM_DATABASE_URL is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from _setup import bench_env
+
+BUNDLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tldr-history.bundle"
+SCANNED = ("memory_lexicon", "memory_primary", "embedding_cache")
+SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ai", "ou")]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "core.hooksPath=/dev/null", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+class Words:
+    """A deterministic vocabulary with Zipf-distributed draws (as prose is)."""
+
+    def __init__(self, seed: int = 7, size: int = 60_000) -> None:
+        self.rng = np.random.default_rng(seed)
+        words: set[str] = set()
+        while len(words) < size:
+            n = int(self.rng.integers(2, 5))
+            words.add("".join(self.rng.choice(SYLLABLES, n)))
+        self.words = np.array(sorted(words))
+        self.rng.shuffle(self.words)
+        ranks = np.arange(1, size + 1, dtype=np.float64)
+        p = 1.0 / ranks**1.07
+        self.p = p / p.sum()
+
+    def draw(self, n: int) -> list[str]:
+        return list(self.words[self.rng.choice(len(self.words), n, p=self.p)])
+
+    def sentence(self, n: int) -> str:
+        return " ".join(self.draw(n)).capitalize() + "."
+
+
+def note_text(words: Words, sections: int) -> str:
+    out = ["# " + " ".join(words.draw(3)).title(), ""]
+    for _ in range(sections):
+        out += ["## " + " ".join(words.draw(2)).title(), ""]
+        for _ in range(int(words.rng.integers(1, 4))):
+            out.append(" ".join(words.sentence(int(words.rng.integers(6, 18))) for _ in range(3)))
+            out.append("")
+    return "\n".join(out)
+
+
+def big_text(words: Words) -> str:
+    return note_text(words, 140)  # ~140 sections of ~400-900 characters: 100+ chunks
+
+
+def make_vault(root: Path, n: int, words: Words) -> None:
+    """`n` notes in 100 folders, plus two folders of 300 notes to delete (one led by a big
+    note, `del-big/000-big.md`, first in diff order) and a folder of 1,000 to rename."""
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    for i in range(n):
+        folder = root / f"f{i % 100:03d}"
+        folder.mkdir(exist_ok=True)
+        text = (
+            big_text(words) if i % 500 == 250 else note_text(words, int(words.rng.integers(1, 12)))
+        )
+        (folder / f"note-{i:06d}.md").write_text(text, encoding="utf-8")
+    for name in ("del-big", "del-small"):
+        (root / name).mkdir()
+        for j in range(300):
+            text = (
+                big_text(words)
+                if name == "del-big" and j == 0
+                else note_text(words, int(words.rng.integers(1, 6)))
+            )
+            fname = "000-big.md" if name == "del-big" and j == 0 else f"n{j:03d}.md"
+            (root / name / fname).write_text(text, encoding="utf-8")
+    (root / "moving").mkdir()
+    for j in range(1000):
+        (root / "moving" / f"m{j:04d}.md").write_text(note_text(words, 2), encoding="utf-8")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", f"{n} notes")
+
+
+def seq_scans(conn) -> dict[str, int]:  # noqa: ANN001
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    rows = conn.execute(
+        "SELECT relname, seq_scan FROM pg_stat_user_tables WHERE relname = ANY(%s)",
+        (list(SCANNED),),
+    ).fetchall()
+    return {r["relname"]: int(r["seq_scan"]) for r in rows}
+
+
+def settled_scans(conn, before_writes: int) -> dict[str, int]:  # noqa: ANN001
+    """Scan counters once the catch-up's backend has flushed its statistics (it exits after
+    the run; its writes to memory_notes show up in the same flush)."""
+    for _ in range(200):
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT n_tup_upd + n_tup_ins + n_tup_del AS w FROM pg_stat_user_tables"
+            " WHERE relname = 'memory_notes'"
+        ).fetchone()
+        if int(row["w"]) > before_writes:
+            break
+        time.sleep(0.05)
+    return seq_scans(conn)
+
+
+def note_writes(conn) -> int:  # noqa: ANN001
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(
+        "SELECT n_tup_upd + n_tup_ins + n_tup_del AS w FROM pg_stat_user_tables"
+        " WHERE relname = 'memory_notes'"
+    ).fetchone()
+    return int(row["w"])
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def measure(work: Path, n: int, words: Words, maintenance: bool) -> dict[str, float]:
+    from vaultmem.config import load_settings
+    from vaultmem.embed import get_embedder
+    from vaultmem.index import ingest
+    from vaultmem.index.verify import verify
+    from vaultmem.search import Mode, Request, retrieve
+    from vaultmem.store import db
+
+    root = work / f"vault-{n}"
+    t = time.perf_counter()
+    make_vault(root, n, words)
+    print(f"  {n}: generated in {time.perf_counter() - t:.0f} s", flush=True)
+    settings = load_settings(root)
+    total_notes = n + 600 + 1000
+    out: dict[str, float] = {}
+
+    def catch_up() -> None:
+        assert ingest.catch_up(settings, root, embed=False, wait=True) is not None
+
+    out["build notes/s"] = total_notes / timed(catch_up)
+
+    with db.connect(settings) as conn:
+        conn.autocommit = True
+        edits, scans = [], {k: 0 for k in SCANNED}
+        for i in range(7):
+            path = root / f"f{(i * 13) % 100:03d}" / f"note-{(i * 13) % 100 + 100 * i:06d}.md"
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write("\n" + words.sentence(12) + "\n")
+            git(root, "commit", "-q", "-am", f"edit {i}")
+            before, writes = seq_scans(conn), note_writes(conn)
+            edits.append(timed(catch_up))
+            after = settled_scans(conn, writes)
+            for k in SCANNED:
+                scans[k] += after.get(k, 0) - before.get(k, 0)
+        out["one-note edit catch-up ms"] = statistics.median(edits) * 1000
+        for k in SCANNED:
+            out[f"seq scans of {k} (7 edits)"] = scans[k]
+
+        for name in ("del-small", "del-big"):
+            git(root, "rm", "-q", "-r", name)
+            git(root, "commit", "-q", "-m", f"delete {name}")
+            out[f"delete 300 ({name}) ms/note"] = timed(catch_up) * 1000 / 300
+        out["delete big-first / small-only"] = (
+            out["delete 300 (del-big) ms/note"] / out["delete 300 (del-small) ms/note"]
+        )
+
+        out["verify s"] = timed(lambda: verify(settings, root))
+        out["verify --deep s"] = timed(lambda: verify(settings, root, deep=True))
+
+        vault = db.find_vault(conn, root)
+        assert vault is not None
+        embedder = get_embedder(settings)
+        prompts = [" ".join(words.draw(6)) + "?" for _ in range(30)]
+        times = []
+        for p in prompts:
+            request = Request.of(settings, p, mode=Mode.LEXICAL)
+            times.append(timed(lambda r=request: retrieve(conn, vault, r, embedder)))
+        out["search p50 ms"] = statistics.median(times[5:]) * 1000
+
+        if maintenance:
+            git(root, "mv", "moving", "moved")
+            git(root, "commit", "-q", "-m", "rename a folder of 1,000 notes")
+            out["rename 1,000-note folder s"] = timed(catch_up)
+            from vaultmem import store
+
+            out["gc s"] = timed(lambda: store.collect_garbage(conn))
+            out["rebuild notes/s"] = (total_notes - 600) / timed(
+                lambda: ingest.rebuild(settings, root, embed=False)
+            )
+        out["purge s"] = timed(lambda: (db.delete_vault(conn, root), conn.commit()))
+    shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def replay(work: Path, limit: int) -> None:
+    """Catch up after each of the first `limit` commits of tldr's history: time per 100."""
+    from vaultmem.config import load_settings
+    from vaultmem.index import ingest
+
+    repo = work / "tldr"
+    subprocess.run(["git", "clone", "-q", "-b", "replay-main", str(BUNDLE), str(repo)], check=True)
+    commits = git(repo, "rev-list", "--reverse", "--first-parent", "HEAD").split()[:limit]
+    settings = load_settings(repo)
+    window = time.perf_counter()
+    print("\n| commits | catch-up seconds per 100 commits |\n|---|---|")
+    for i, c in enumerate(commits, 1):
+        git(repo, "reset", "-q", "--hard", c)
+        assert ingest.catch_up(settings, repo, embed=False, wait=True) is not None
+        if i % 100 == 0:
+            print(f"| {i - 99}-{i} | {time.perf_counter() - window:.1f} |", flush=True)
+            window = time.perf_counter()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--sizes", default="1000,5000,20000,50000")
+    ap.add_argument("--maintenance", action="store_true")
+    ap.add_argument("--replay", type=int, default=0, metavar="N")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    work, external = bench_env("vaultmem-scale-", "hash")
+    from vaultmem.store import server
+
+    load = os.getloadavg()[0]
+    print(f"load average at start: {load:.2f} on {os.cpu_count()} cores", flush=True)
+    results: dict[int, dict[str, float]] = {}
+    try:
+        words = Words()
+        for n in sizes:
+            results[n] = measure(work, n, words, args.maintenance)
+            print(f"  {n}: done", flush=True)
+        base = results[sizes[0]]
+        print("\n| measure | " + " | ".join(f"{n:,} notes" for n in sizes) + " |")
+        print("|---|" + "---|" * len(sizes))
+        for key in base:
+            cells = []
+            for n in sizes:
+                v = results[n][key]
+                ratio = (
+                    f" ({v / base[key]:.2f}x)"
+                    if n != sizes[0] and base[key] and not key.startswith("seq")
+                    else ""
+                )
+                cells.append(f"{v:,.1f}{ratio}" if not key.startswith("seq") else f"{v:.0f}")
+            print(f"| {key} | " + " | ".join(cells) + " |")
+        if args.replay:
+            replay(work, args.replay)
+        print(f"\nload average at end: {os.getloadavg()[0]:.2f}")
+    finally:
+        if not external:
+            server.stop(Path(os.environ["VAULTMEM_HOME"]))
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""A catch-up's cost follows the change, not the vault: the plan shapes behind bench/scale.py.
+
+Timing belongs to the bench; these tests read PostgreSQL's own counters
+(pg_stat_user_tables.seq_scan) around one catch-up, whose backend flushes them when it closes.
+"""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+from indexing import index, snapshot
+
+from vaultmem.config import load_settings
+from vaultmem.embed import HashEmbedder
+from vaultmem.index import ingest
+from vaultmem.store import db
+
+WATCHED = ("memory_lexicon", "memory_primary", "embedding_cache")
+
+
+def _counters(conn: psycopg.Connection) -> dict[str, int]:
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    rows = conn.execute(
+        "SELECT relname, seq_scan, seq_tup_read + coalesce(idx_tup_fetch, 0) AS rows_read,"
+        " n_tup_ins + n_tup_upd + n_tup_del AS writes"
+        " FROM pg_stat_user_tables WHERE relname = ANY(%s)",
+        ([*WATCHED, "memory_notes"],),
+    ).fetchall()
+    out = {r["relname"]: int(r["seq_scan"]) for r in rows}
+    out |= {r["relname"] + " rows": int(r["rows_read"]) for r in rows}
+    out["notes written"] = next(int(r["writes"]) for r in rows if r["relname"] == "memory_notes")
+    return out
+
+
+def _cost_of(conn: psycopg.Connection, run) -> dict[str, int]:  # noqa: ANN001
+    """Sequential scans of the watched tables by `run` (a catch-up in its own connection),
+    and rows it read from them: waits for its statistics, which its backend reports on exit
+    together with its writes to memory_notes."""
+    before = _counters(conn)
+    run()
+    for _ in range(400):
+        after = _counters(conn)
+        if after["notes written"] > before["notes written"]:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the catch-up's statistics never arrived")
+    keys = [*WATCHED, *(t + " rows" for t in WATCHED)]
+    return {k: after.get(k, 0) - before.get(k, 0) for k in keys}
+
+
+def _prose(i: int, words: int = 60) -> str:
+    return " ".join(f"w{(i * 7919 + k * 104729) % 50021}" for k in range(words))
+
+
+def _small_commit(vault, n: int) -> None:  # noqa: ANN001
+    vault.write(f"notes/n{n:03d}.md", f"# Note {n}\n\nRewritten today: the rollout moved.\n")
+    vault.write(f"notes/new{n}.md", "# New\n\nA note added with the edit.\n")
+    vault.delete(f"notes/n{n + 1:03d}.md")
+    vault.commit("a small commit")
+
+
+def test_a_small_commits_catch_up_reads_the_same_rows_in_a_vault_six_times_larger(
+    conn, vault, monkeypatch
+) -> None:
+    # With sequential scans priced out, the planner takes one only where no index could serve
+    # the statement; and the rows a catch-up reads of a small commit must not grow with the
+    # vault. Before, the cache fill and the backlog count read every chunk of the vault.
+    def notes(first: int, last: int) -> None:
+        for i in range(first, last):
+            vault.write(
+                f"notes/n{i:03d}.md", f"# Note {i}\n\n{_prose(i)}\n\n## More\n\n{_prose(i + 1)}\n"
+            )
+
+    notes(0, 40)
+    vault.commit("forty notes")
+    index(vault.root)  # text and vectors (the hash test embedder)
+    monkeypatch.setenv("PGOPTIONS", "-c enable_seqscan=off")
+    _small_commit(vault, 7)
+    small = _cost_of(conn, lambda: index(vault.root))
+
+    notes(40, 240)
+    vault.commit("two hundred more")
+    index(vault.root)
+    _small_commit(vault, 17)
+    large = _cost_of(conn, lambda: index(vault.root))
+
+    assert {t: small[t] + large[t] for t in WATCHED} == {t: 0 for t in WATCHED}
+    for t in WATCHED:
+        assert large[t + " rows"] <= small[t + " rows"] + 10, (t, small, large)
+    v = db.find_vault(conn, vault.root)
+    assert v is not None
+    assert (
+        conn.execute(
+            "SELECT count(*) AS n FROM memory_primary WHERE vault_id = %s AND embedding IS NULL",
+            (v.id,),
+        ).fetchone()["n"]
+        == 0
+    )
+
+
+def test_a_big_note_deleted_first_leaves_later_deletes_their_own_plan(conn, vault) -> None:
+    # The lexicon trigger's statements were planned once per session: after a big note's
+    # delete (a hash join over the whole lexicon, right for that one), every one-note delete
+    # that followed in the catch-up scanned the whole lexicon as well.
+    vault.write(
+        "a/000-big.md",
+        "# Big\n\n" + "\n\n".join(f"## Part {k}\n\n{_prose(k, 120)}" for k in range(150)) + "\n",
+    )
+    vault.write("z/wordlist.md", "# Many words\n\n" + " ".join(f"x{k}" for k in range(20000)))
+    for i in range(8):
+        vault.write(f"a/n{i}.md", f"# Small {i}\n\n{_prose(i + 500, 30)}\n")
+    vault.commit("a big note, a long word list, eight small notes")
+    index(vault.root, embed=False)
+    conn.execute("ANALYZE")
+
+    vault.git("rm", "-q", "-r", "a")
+    vault.commit("delete the big note and the small ones")
+    scans = _cost_of(conn, lambda: index(vault.root, embed=False))
+
+    # The big note's delete may scan the lexicon (its two statements' cheapest plan, with
+    # ~3,000 of the lexicon's words to change); no small note's may.
+    assert scans["memory_lexicon"] <= 2
+
+
+def test_the_lexicon_stays_exact_through_deletes_of_notes_sharing_words(
+    conn, vault, tmp_path
+) -> None:
+    # Words whose count reaches zero are deleted and the others decremented, by one statement:
+    # the lexicon must still equal a fresh build's, shared words included.
+    for i in range(6):
+        vault.write(
+            f"n{i}.md", f"# N{i}\n\nshared words here {_prose(i % 2, 20)}\n\n## Two\n\nshared {i}\n"
+        )
+    vault.commit("six notes")
+    index(vault.root, embed=False)
+    vault.delete("n0.md")
+    vault.delete("n3.md")
+    vault.write("n4.md", "# N4\n\nnow different: shared once\n")
+    vault.commit("two deletes and an edit")
+    index(vault.root, embed=False)
+
+    v = db.find_vault(conn, vault.root)
+    assert v is not None
+    lexicon = {
+        r["lexeme"]: r["df"]
+        for r in conn.execute(
+            "SELECT lexeme, df FROM memory_lexicon WHERE vault_id = %s", (v.id,)
+        ).fetchall()
+    }
+    counted = {
+        r["lexeme"]: r["df"]
+        for r in conn.execute(
+            "SELECT u.lexeme, count(*) AS df FROM memory_primary p,"
+            " unnest(tsvector_to_array(p.lexemes)) AS u(lexeme)"
+            " WHERE p.vault_id = %s GROUP BY 1",
+            (v.id,),
+        ).fetchall()
+    }
+    assert lexicon == counted
+    assert all(df > 0 for df in lexicon.values())
+    assert snapshot(conn, vault.root)["notes"]
+
+
+def test_a_new_embedding_model_re_embeds_every_chunk_and_switching_back_costs_no_call(
+    conn, vault, monkeypatch
+) -> None:
+    # A chunk's vector is always of its vault's model or NULL (the backlog is exactly the NULL
+    # rows), so a change of model clears the old vectors; the shared cache keeps them.
+    for i in range(5):
+        vault.write(f"n{i}.md", f"# N{i}\n\n{_prose(i)}\n")
+    vault.commit("five notes")
+    settings = load_settings(vault.root)
+    first = ingest.catch_up(settings, vault.root, wait=True, embedder=HashEmbedder(64))
+    assert first is not None and first.backlog == 0 and first.embedded > 0
+
+    vault.write("n5.md", "# N5\n\nanother\n")
+    vault.commit("one more")
+    other = ingest.catch_up(settings, vault.root, wait=True, embedder=HashEmbedder(32))
+    assert other is not None and other.backlog == 0
+    v = db.find_vault(conn, vault.root)
+    assert v is not None
+    models = conn.execute(
+        "SELECT model_id, count(*) AS n FROM memory_primary WHERE vault_id = %s GROUP BY 1",
+        (v.id,),
+    ).fetchall()
+    assert [(r["model_id"], r["n"]) for r in models] == [("hash:v1-32", 6)]
+
+    back = ingest.catch_up(settings, vault.root, wait=True, embedder=HashEmbedder(64))
+    assert back is not None and back.backlog == 0
+    assert back.embedded == 1  # only n5's text was never embedded by the first model
+    assert {
+        r["model_id"]
+        for r in conn.execute(
+            "SELECT model_id FROM memory_primary WHERE vault_id = %s", (v.id,)
+        ).fetchall()
+    } == {"hash:v1-64"}
+
+
+def test_chunks_keep_their_line_numbers_and_text_when_written_in_one_statement(conn, vault) -> None:
+    vault.write(
+        "n.md", "# Title\n\nfirst paragraph\n\n## Part\n\nsecond, with 'quotes' and \"more\"\n"
+    )
+    vault.commit("one note")
+    index(vault.root, embed=False)
+    rows = conn.execute(
+        "SELECT chunk_index, heading, content, line_map FROM memory_primary ORDER BY chunk_index"
+    ).fetchall()
+    assert rows and all(r["line_map"] and all(n >= 0 for n in r["line_map"]) for r in rows)
+    assert any("'quotes' and \"more\"" in r["content"] for r in rows)
+    assert [r["chunk_index"] for r in rows] == list(range(len(rows)))

@@ -55,9 +55,6 @@ from _data import recall_at
 from _setup import bench_env
 
 K = 5
-# A pointer-band note whose passage holds a prompt word no other chunk of the vault holds is
-# delivered as that passage (`QueryStats.unique_terms`); `--no-unique` shows the plan without.
-UNIQUE = True
 
 
 def old_block(kept: list[Any], prompt: str, budget: int = 2500) -> tuple[list[str], list[str], int]:
@@ -93,7 +90,6 @@ def new_block(
         budget=2500,
         seen=seen or (),
         passage_coverage=coverage,
-        unique=row.stats.unique_terms if row.stats and UNIQUE else (),
     )
 
 
@@ -258,10 +254,7 @@ def choose_passage(rows: list[Any], fusion: Any, field: str) -> tuple[float, flo
                 continue
             cut = delivery.passage(v.hit, weights, delivery.PASSAGE_ROOM)
             located = cut.located or v.hit.lexical_imputed
-            uniq = UNIQUE and r.stats is not None and bool(cut.terms & r.stats.unique_terms)
-            kept.append(
-                (v.delivery, v.score, cut.coverage, located, v.hit.path in r.relevant, uniq)
-            )
+            kept.append((v.delivery, v.score, cut.coverage, located, v.hit.path in r.relevant))
         group = "coding" if coding else ("same" if r.group == "same" else "cross")
         judged.append((group, kept))
 
@@ -270,10 +263,10 @@ def choose_passage(rows: list[Any], fusion: Any, field: str) -> tuple[float, flo
         for group, kept in judged:
             textual = [
                 rel
-                for d, score, c, located, rel, uniq in kept
+                for d, score, c, located, rel in kept
                 if d is Delivery.TEXT
                 or (score >= band and located)
-                or (d is Delivery.POINTER and located and (c >= cov or uniq))
+                or (d is Delivery.POINTER and located and c >= cov)
             ]
             hit = any(textual) if group != "coding" else bool(textual)
             given[group][0] += hit
@@ -377,13 +370,8 @@ def main() -> int:
     ap.add_argument("--corpora", default="", help="report only these (comma-separated)")
     ap.add_argument("--live", type=int, default=0, metavar="N", help="check every N-th prompt live")
     ap.add_argument("--no-warm", action="store_true", help="the cold path only")
-    ap.add_argument(
-        "--no-unique", action="store_true", help="no passage for a word only one chunk holds"
-    )
     relevance.add_collection_options(ap)
     args = ap.parse_args()
-    global UNIQUE
-    UNIQUE = not args.no_unique
     bench_env("vaultmem-delivery-", args.provider)
     from vaultmem.embed import get_embedder
     from vaultmem.search import fusion_for, load_second_opinion, prepare_generic

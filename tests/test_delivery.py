@@ -288,34 +288,6 @@ def test_a_pointer_band_note_is_its_passage_when_those_lines_hold_the_prompts_wo
     assert plan([hit], weights=weights).items[0].form is Form.POINTER  # none by default
 
 
-def test_a_pointer_band_note_holding_a_word_no_other_chunk_holds_is_its_passage() -> None:
-    lines = [f"filler line {i} about the weather" for i in range(60)]
-    lines[41] = "ask Oksana about the zephyrquill licence"
-    hit = a_hit(
-        "n.md",
-        text="\n".join(lines),
-        delivery=Delivery.POINTER,
-        matched=frozenset({"zephyrquil", "weather"}),
-    )
-    weights = {"zephyrquil": 6.0, "weather": 0.5, "renew": 6.0, "licenc": 6.0}
-    got = plan([hit], weights=weights, passage_coverage=0.8, unique={"zephyrquil"})
-    assert got.items[0].form is Form.PASSAGE and "zephyrquill licence" in got.items[0].body
-    # A word the other chunks hold too (not in `unique`) leaves it a pointer.
-    assert plan([hit], weights=weights, passage_coverage=0.8).items[0].form is Form.POINTER
-    assert plan([hit], weights=weights, unique={"weather2"}).items[0].form is Form.POINTER
-
-
-def test_unique_words_count_only_in_a_vault_large_enough_for_them_to_say_something() -> None:
-    from vaultmem.search.relevance import UNIQUE_FULL_CHUNKS, QueryStats
-
-    def stats(n_chunks: int) -> QueryStats:
-        return QueryStats(None, (), ("zephyrquil", "weather", "go"), (1, 40, 1), n_chunks)
-
-    assert stats(UNIQUE_FULL_CHUNKS - 1).unique_terms == frozenset()
-    # "go" is one note's only, but a two-letter Latin word is no name.
-    assert stats(UNIQUE_FULL_CHUNKS).unique_terms == {"zephyrquil"}
-
-
 def test_a_session_is_reminded_once_and_offered_a_pointer_once() -> None:
     given = a_hit("a.md", text="the zephyrquill archive", delivery=Delivery.TEXT)
     offered = long_pointer(1)

@@ -415,7 +415,6 @@ def notes_plan(
         provenance=provenance,
         seen=seen,
         passage_coverage=found.passage_coverage,
-        unique=found.unique_terms,
     )
 
 

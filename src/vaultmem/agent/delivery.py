@@ -128,7 +128,6 @@ def plan(
     provenance: Mapping[str, Mapping[str, str]] | None = None,
     seen: Collection[str] = (),
     passage_coverage: float = math.inf,
-    unique: Collection[str] = (),
 ) -> Plan:
     """The items for `hits` (the gate's kept hits, best first) within `budget` characters of
     rendered output (both blocks, tags and all).
@@ -140,8 +139,7 @@ def plan(
     in another language: its match is by meaning). One of the pointer band gets such a passage
     too when the passage itself holds at least `passage_coverage` of the prompt's word rarity
     (the judging calibration's, `Calibration.passage_coverage`): the evidence of the lines,
-    not of the note as a whole; or when they hold one of `unique`, the prompt's words that no
-    other chunk of the vault holds (`QueryStats.unique_terms`): a name the user wrote once."""
+    not of the note as a whole."""
     weights = weights or {}
     items: list[Item] = []
     left: list[LeftOut] = []
@@ -179,9 +177,9 @@ def plan(
             if not cut.located and not _other_script(hit):
                 items.append(base)  # its lines hold none of the prompt's words: say where it is
                 continue
-        elif (math.isfinite(passage_coverage) or unique) and hit.matched:
+        elif math.isfinite(passage_coverage) and hit.matched:
             cut = passage(hit, weights, PASSAGE_ROOM)
-            if not (cut.located and (cut.coverage >= passage_coverage or cut.terms & set(unique))):
+            if not (cut.located and cut.coverage >= passage_coverage):
                 items.append(base)
                 continue
         else:
@@ -249,7 +247,6 @@ class Cut:
     whole: bool  # the chunk's whole text
     located: bool  # chosen by the prompt's words (else the chunk's first lines)
     coverage: float = 0.0  # the share of the prompt's word rarity its lines hold
-    terms: frozenset[str] = frozenset()  # the prompt's terms its lines hold
 
 
 def passage(hit: Hit, weights: Mapping[str, float], room: int) -> Cut:
@@ -273,12 +270,7 @@ def passage(hit: Hit, weights: Mapping[str, float], room: int) -> Cut:
     if sum(size) - 1 <= room:
         whole_cov = cover(0, len(lines) - 1) if matched else 0.0
         return Cut(
-            hit.text.strip("\n"),
-            _span(hit, offset, 0, len(lines) - 1),
-            True,
-            True,
-            whole_cov,
-            frozenset().union(*held),
+            hit.text.strip("\n"), _span(hit, offset, 0, len(lines) - 1), True, True, whole_cov
         )
     scores = [sum(weights.get(t, UNCOUNTED_WEIGHT) for t in terms) for terms in held]
     best = max(range(len(lines)), key=lambda i: (scores[i], -i))
@@ -292,7 +284,6 @@ def passage(hit: Hit, weights: Mapping[str, float], room: int) -> Cut:
             False,
             located,
             cover(best, best) if located else 0.0,
-            frozenset(held[best]),
         )
     lo = hi = best
     used = size[best] - 1
@@ -318,7 +309,6 @@ def passage(hit: Hit, weights: Mapping[str, float], room: int) -> Cut:
         False,
         located,
         cover(lo, hi) if located else 0.0,
-        frozenset().union(*held[lo : hi + 1]),
     )
 
 

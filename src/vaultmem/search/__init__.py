@@ -28,7 +28,6 @@ if TYPE_CHECKING:
         Hit,
         fuse,
         fusion_for,
-        generic_penalty,
         prepare_generic,
     )
     from .modes import Mode
@@ -83,7 +82,6 @@ __all__ = [
     "fuse_candidates",
     "fusion_for",
     "gate",
-    "generic_penalty",
     "has_vectors",
     "is_content_free",
     "judge",
@@ -108,7 +106,6 @@ _HOME = {
     "Hit": "fusion",
     "fuse": "fusion",
     "fusion_for": "fusion",
-    "generic_penalty": "fusion",
     "prepare_generic": "fusion",
     "Mode": "modes",
     "Prompt": "prompt",

@@ -527,8 +527,8 @@ def fetch_candidates(
     `agnostic` (the second opinion's query vector) adds its candidate list and cosines to a
     search that has vectors (hybrid or vector mode).
 
-    With a query vector and a profile (`fusion`, else the embedder's) that has a
-    `generic_margin`, the query's similarity to generic coding work comes along."""
+    With a query vector and a profile (`fusion`, else the embedder's) that uses the generic
+    coding requests (`Fusion.generic_requests`), the query's similarity to them comes along."""
     mode = Mode.of(mode)
     if path_prefix:
         path_prefix = path_prefix.lstrip("/").removeprefix("./")
@@ -579,7 +579,7 @@ def fetch_candidates(
     rows = _candidates(conn, statement, params, vector=qvec is not None, n=n)
     similar = None
     if qvec is not None and embedder is not None:
-        if profile.generic_margin is not None:
+        if profile.generic_requests:
             similar = generic.similarity(embedder, qvec)
     return Candidates(
         query,

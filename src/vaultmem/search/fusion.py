@@ -13,9 +13,9 @@ Design decisions:
 - A profile also holds the gate's calibration for its model (noise ceilings per language pair,
   evidence thresholds, the generic-request margin): one value per model says how its scores
   are read, so fusion, the gate and the ingest (`prepare_generic`) cannot disagree about it.
-- Evidence is measured here, while each row is at hand, in nats (`Evidence`): how rare the
-  matched words are in this vault, how far the cosine is above the model's noise ceiling for
-  the language pair, less what a prompt like generic coding work owes (`generic_penalty`).
+- Evidence is measured here, while each row is at hand, in nats: how rare the matched words
+  are in this vault (`lexical_evidence`), how far the cosine is above the model's noise
+  ceiling for the language pair (`vector_evidence`). The gate weighs each on its own.
 """
 
 from __future__ import annotations
@@ -55,12 +55,10 @@ class Hit:
     lexical_imputed: bool  # lexical contribution imputed (cross-script candidate)
     vector_imputed: bool  # vector contribution imputed (chunk not embedded yet)
     matched_terms: int  # distinct query terms found in the chunk
-    # What the relevance gate weighs, in nats (see `Evidence`): None where that retriever has
-    # nothing to say about this hit.
+    # What the relevance gate weighs, in nats (`lexical_evidence`, `vector_evidence`): None
+    # where that retriever has nothing to say about this hit.
     lexical_evidence: float | None = None
     vector_evidence: float | None = None
-    evidence: float = -math.inf
-    generic_penalty: float = 0.0  # nats taken off `evidence` for a prompt like generic coding work
     matched: frozenset[str] = frozenset()  # the query terms the chunk holds
     note_script: str | None = None  # the chunk's dominant script (`prompt.script_of`)
     # How the gate delivers it (`relevance.gate`): text or pointer; None before the gate.
@@ -189,19 +187,10 @@ class Fusion:
     min_similarity: float = 0.0
     pair_similarity: tuple[tuple[str, float], ...] = ()
     cosine_per_nat: float = 0.02
-    # Lexical evidence beside vector evidence counts within [-lexical_miss, lexical_cap]: a
-    # note in the query's script that shares none of its words counts -lexical_miss, and word
-    # matches can lift a hit the vector search doubts but not overrule it.
-    lexical_miss: float = 2.0
-    lexical_cap: float = 3.0
-    # ...but words so rare together that chance cannot explain them count on their own, less
-    # this discount, whatever the vector search says (a drug name, a rare bigram run).
-    lexical_alone_discount: float = 5.0
     # Whether the model's prompts are compared with the generic coding requests (`generic`;
-    # None: not calibrated for this model, the texts are never embedded). The gate reads the
-    # similarity as its `generic` signal; the margin itself only shapes `Hit.evidence` and
-    # `generic_penalty`, which `--explain` and the JSON breakdown still show and nothing decides.
-    generic_margin: float | None = None
+    # False: not calibrated for this model, the texts are never embedded). The gate reads the
+    # prompt's similarity to the closest one as its `generic` signal.
+    generic_requests: bool = False
     # How the gate weighs a hit's signals and where its text and pointer bands start
     # (`relevance.Calibration`): fitted per model by bench/relevance.py.
     calibration: Calibration = field(default_factory=lambda: DEFAULT_CALIBRATION)
@@ -252,9 +241,7 @@ FUSION_PROFILES: dict[str, Fusion] = {
             ("cjk>latin", 0.825),
         ),
         cosine_per_nat=0.01,
-        lexical_miss=1.0,
-        lexical_cap=2.0,
-        generic_margin=0.04,
+        generic_requests=True,
         # Searches with the second opinion (`second_opinion`): USE's candidate list at twice
         # the vector list's weight, the weight whose ranking finds most answers over the six
         # corpora (bench/relevance.py; answers in the first five, mean of same- and
@@ -281,7 +268,7 @@ def fusion_for(model_id: str) -> Fusion:
 def prepare_generic(embedder: Embedder) -> None:
     """Embed the gate's generic requests (module `generic`) for `embedder` if its profile uses
     them. For the ingest and the warm service: a search never embeds them."""
-    if fusion_for(embedder.model_id).generic_margin is not None:
+    if fusion_for(embedder.model_id).generic_requests:
         generic.prepare(embedder)
 
 
@@ -327,48 +314,16 @@ def lexical_evidence(
     return sum(math.log(room / min(d, n)) for d in kept) - math.log(n)
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """A hit's evidence of relevance in nats, from each retriever and combined.
-
-    Vector evidence is the hit's cosine above the model's noise ceiling for the language pair
-    (Fusion.similarity_floor), in units of Fusion.cosine_per_nat; a hit with a vector that is
-    not among the vector candidates gets the weakest candidate's cosine (an upper bound). With
-    both, lexical evidence is added within [-lexical_miss, lexical_cap]: a hit in the query's
-    script that matches none of its words pays lexical_miss; one in another script has no
-    lexical say. Very strong word evidence stands on its own, less lexical_alone_discount,
-    even when the vector doubts the hit. A hit without vector evidence (lexical-only search, a
-    chunk still in the embedding backlog) has its lexical evidence alone."""
-
-    lexical: float | None
-    vector: float | None
-    total: float
-
-    @classmethod
-    def of(
-        cls,
-        *,
-        lexical: float | None,
-        cosine: float | None,
-        query_script: str | None,
-        note_script: str | None,
-        fusion: Fusion,
-        penalty: float = 0.0,
-    ) -> Evidence:
-        if cosine is None:
-            return cls(lexical, None, lexical - penalty if lexical is not None else -math.inf)
-        floor = fusion.similarity_floor(query_script, note_script)
-        vector = (cosine - floor) / fusion.cosine_per_nat
-        if lexical is not None:
-            words = lexical
-        elif query_script is not None and query_script == note_script:
-            words = -fusion.lexical_miss
-        else:
-            words = 0.0
-        total = vector + min(max(words, -fusion.lexical_miss), fusion.lexical_cap)
-        if lexical is not None:
-            total = max(total, lexical - fusion.lexical_alone_discount)
-        return cls(lexical, vector, total - penalty)
+def vector_evidence(
+    cosine: float | None, query_script: str | None, note_script: str | None, fusion: Fusion
+) -> float | None:
+    """A hit's vector evidence in nats: its cosine above the model's noise ceiling for the
+    language pair (`Fusion.similarity_floor`), in units of `Fusion.cosine_per_nat`; None
+    without a cosine. A hit with a vector that is not among the vector candidates is given the
+    weakest candidate's cosine by the caller (an upper bound)."""
+    if cosine is None:
+        return None
+    return (cosine - fusion.similarity_floor(query_script, note_script)) / fusion.cosine_per_nat
 
 
 def fuse(
@@ -379,7 +334,6 @@ def fuse(
     fusion: Fusion,
     use_vector: bool,
     use_lexical: bool,
-    generic_similarity: float | None = None,
     use_agnostic: bool = False,
 ) -> list[Hit]:
     """Weighted RRF or relative score fusion, with imputation; best chunk per note.
@@ -387,9 +341,6 @@ def fuse(
     `use_agnostic`: the rows also hold the second opinion's list (`urank`, weighed by
     `fusion.agnostic_weight`) and every candidate's cosine by it (`ucos`, kept as
     `Hit.agnostic` for the gate).
-
-    `generic_similarity` is the query's cosine to the closest generic coding request (module
-    `generic`), if the profile uses one: every hit's evidence then pays `generic_penalty`.
 
     A part is imputed (set equal to the other one) where its retriever could not have found the
     candidate, so its absence says nothing: a candidate in another script than the query (an
@@ -417,7 +368,6 @@ def fuse(
     # this similar to the query.
     cosines = [float(r["vscore"]) for r in rows if use_vector and r["vrank"] is not None]
     weakest = min(cosines) if cosines else None
-    penalty = generic_penalty(generic_similarity, qscript, fusion)
     best: dict[str, Hit] = {}
     for r in rows:
         vrank, lrank = r["vrank"], r["lrank"]
@@ -452,14 +402,6 @@ def fuse(
         cosine = float(r["vscore"]) if r["vscore"] is not None else None
         if cosine is None and use_vector and r.get("has_vector", True):
             cosine = weakest
-        ev = Evidence.of(
-            lexical=lexical_evidence(matched, r.get("term_df"), terms, r.get("n_chunks")),
-            cosine=cosine,
-            query_script=qscript,
-            note_script=cscript,
-            fusion=fusion,
-            penalty=penalty,
-        )
         hit = Hit(
             path=r["path"],
             chunk_index=r["chunk_index"],
@@ -482,10 +424,8 @@ def fuse(
             matched_terms=len(matched),
             matched=frozenset(matched),
             note_script=cscript,
-            lexical_evidence=ev.lexical,
-            vector_evidence=ev.vector,
-            evidence=ev.total,
-            generic_penalty=penalty,
+            lexical_evidence=lexical_evidence(matched, r.get("term_df"), terms, r.get("n_chunks")),
+            vector_evidence=vector_evidence(cosine, qscript, cscript, fusion),
         )
         prev = best.get(hit.path)
         if prev is None or (hit.fused, -hit.chunk_index) > (prev.fused, -prev.chunk_index):
@@ -493,18 +433,6 @@ def fuse(
     hits = list(best.values())
     hits.sort(key=lambda h: (-h.fused, h.path))
     return hits
-
-
-def generic_penalty(similarity: float | None, query_script: str | None, fusion: Fusion) -> float:
-    """Nats of evidence a prompt owes for resembling generic coding work: how far its cosine
-    to the closest generic request is above the noise ceiling of its own language plus
-    `generic_margin`. The same-language ceiling because the generic requests are written in the
-    prompt's language (English and Chinese); a note in another language pays the same, so a
-    cross-language answer is not penalised twice."""
-    if similarity is None or fusion.generic_margin is None:
-        return 0.0
-    ceiling = fusion.similarity_floor(query_script, query_script) + fusion.generic_margin
-    return max(0.0, similarity - ceiling) / fusion.cosine_per_nat
 
 
 def _agnostic_normaliser(

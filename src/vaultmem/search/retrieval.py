@@ -44,7 +44,6 @@ def fuse_candidates(c: Candidates, fusion: Fusion) -> list[Hit]:
         fusion=fusion,
         use_vector=c.use_vector,
         use_lexical=c.use_lexical,
-        generic_similarity=c.generic_similarity,
         use_agnostic=c.use_agnostic,
     )
 

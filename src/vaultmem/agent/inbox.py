@@ -202,3 +202,12 @@ def done(root: Path, home: Path, through: str | None = None) -> tuple[Seen, int]
         mark = resolved
     seen = mark_seen(home, root, mark)
     return seen, len(before) - len(inbox(root, home))
+
+
+def diff(root: Path, commit: str, path: str) -> str:
+    """What the agent's `commit` changed in `path` (a unified diff, `git show`), for review.
+    `commit` must be one `inbox` listed: an agent commit that touched `path`."""
+    if not commit or not all(c in "0123456789abcdef" for c in commit.lower()):
+        raise GitError(f"{commit!r} is not a commit id")
+    raw = _git(root, "show", "--format=", "--no-color", "--no-ext-diff", commit, "--", path)
+    return raw.decode("utf-8", "replace")

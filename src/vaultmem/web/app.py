@@ -319,7 +319,7 @@ def log(ask: Ask) -> Page:
         days.setdefault(e.time[:10], []).append(
             {
                 "e": e,
-                "items": [(p, forms.get(p, "text")) for p in e.paths],
+                "given": [(p, forms.get(p, "text")) for p in e.paths],
             }
         )
     return Page("log.html", {"title": "What the agent got", "days": days, "all": everything})

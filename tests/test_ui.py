@@ -35,11 +35,13 @@ from vaultmem.web import UI, Secret, bind, create_app
 AWS_ID, AWS_SECRET = fake_aws(random.Random(45))
 PASSWORDS = [fake_password(random.Random(450 + i)) for i in range(3)]
 CLEAN = "# Deploy\n\nThe service runs on three nodes behind the load balancer.\n"
-WITH_KEY = CLEAN + f"\n```ini\naws_access_key_id = {AWS_ID}\naws_secret_access_key = {AWS_SECRET}\n```\n"
+WITH_KEY = (
+    CLEAN + f"\n```ini\naws_access_key_id = {AWS_ID}\naws_secret_access_key = {AWS_SECRET}\n```\n"
+)
 XSS_TITLE = '<script>alert("t")</script>'
 XSS_NOTE = (
     f"---\ntitle: '{XSS_TITLE}'\n---\n# Evil <img src=x onerror=alert(1)>\n\n"
-    "<script>document.title='owned'</script>\n<a href=\"javascript:alert(2)\" onclick=\"alert(3)\">x</a>\n"
+    '<script>document.title=\'owned\'</script>\n<a href="javascript:alert(2)" onclick="alert(3)">x</a>\n'
 )
 SECRETS = [AWS_ID, AWS_SECRET, *PASSWORDS]
 
@@ -190,9 +192,7 @@ def test_a_cross_origin_or_forged_post_changes_nothing(server, reviewed_vault, c
     for origin in ("http://evil.example", f"http://evil.example:{server.port}", "null", None):
         status, _, _ = server.request("POST", "/quarantine/allow", origin=origin, form=form)
         assert status == 403, origin
-    status, body, _ = server.request(
-        "POST", "/quarantine/allow", form={**form, "csrf": "forged"}
-    )
+    status, body, _ = server.request("POST", "/quarantine/allow", form={**form, "csrf": "forged"})
     assert status == 403 and "CSRF" in body
     status, _, _ = server.request("POST", "/quarantine/allow", token=None, form=form)
     assert status == 403
@@ -241,8 +241,12 @@ def test_quarantine_review_masks_filters_and_allows_one(
     assert "4 file(s) quarantined" in browser.text()
     browser.screenshot(shots / "quarantine.png")
     filtered = open_page(server, browser, "/quarantine", rule="password-assignment")
-    rows = browser.evaluate("[...document.querySelectorAll('tbody tr td:first-child')].map(t => t.innerText)")
-    assert sorted(r for r in rows if r.startswith("ops/")) == [f"ops/router-{i}.md" for i in range(3)]
+    rows = browser.evaluate(
+        "[...document.querySelectorAll('tbody tr td:first-child')].map(t => t.innerText)"
+    )
+    assert sorted(r for r in rows if r.startswith("ops/")) == [
+        f"ops/router-{i}.md" for i in range(3)
+    ]
     assert "keys/aws.md" not in filtered
     detail = browser.click("tbody tr a")
     assert "password-assignment" in detail and "…" in detail
@@ -267,7 +271,9 @@ def test_quarantine_review_masks_filters_and_allows_one(
     no_secret(done, listed, revoked)
 
 
-def test_a_vendor_token_asks_before_it_is_allowed(server, browser, reviewed_vault, conn, shots) -> None:
+def test_a_vendor_token_asks_before_it_is_allowed(
+    server, browser, reviewed_vault, conn, shots
+) -> None:
     open_page(server, browser, "/quarantine", rule="aws-access-key")
     asked = browser.click("tbody form[action='/quarantine/allow'] button")
     assert "looks like a real credential" in asked and "aws-access-key" in asked
@@ -392,7 +398,12 @@ def test_a_note_cannot_run_script_in_the_page(server, browser, reviewed_vault, s
     assert "<script>" not in raw and "&lt;script&gt;" in raw and "<img" not in raw
     for where, query in (("/note", {"path": "evil.md"}), ("/notes", {})):
         open_page(server, browser, where, **query)
-        assert browser.evaluate("document.querySelectorAll('script, img, [onerror], [onclick]').length") == 0
+        assert (
+            browser.evaluate(
+                "document.querySelectorAll('script, img, [onerror], [onclick]').length"
+            )
+            == 0
+        )
         assert browser.evaluate("document.title") != "owned"
     assert XSS_TITLE in browser.text()
     browser.screenshot(shots / "notes.png")

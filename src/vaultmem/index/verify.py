@@ -295,7 +295,6 @@ def vault_status(conn: db.Conn, stats: dict[str, Any]) -> VaultStatus:
     return out
 
 
-
 @dataclass(frozen=True)
 class StatusReport:
     """What `vaultmem status` reports (and the web overview shows): the database, the schema

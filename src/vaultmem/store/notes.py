@@ -224,7 +224,7 @@ def note_rows(
 class NoteChunk(NamedTuple):
     """One chunk of an indexed note and where it came from."""
 
-    index: int
+    chunk_index: int
     heading: str
     text: str
     embedded: bool  # has a vector of some model yet

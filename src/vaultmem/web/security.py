@@ -110,9 +110,7 @@ class Guard:
             # The token leaves the address bar (and the history) at once; the cookie carries it.
             rest = urlencode([(k, v) for k, v in query.items() if k != "token"])
             location = scope["path"] + (f"?{rest}" if rest else "")
-            cookie = (
-                f"{self.secret.cookie}={self.secret.token}; Path=/; HttpOnly; SameSite=Strict"
-            )
+            cookie = f"{self.secret.cookie}={self.secret.token}; Path=/; HttpOnly; SameSite=Strict"
             await _answer(
                 send,
                 303,

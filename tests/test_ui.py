@@ -407,3 +407,38 @@ def test_a_note_cannot_run_script_in_the_page(server, browser, reviewed_vault, s
         assert browser.evaluate("document.title") != "owned"
     assert XSS_TITLE in browser.text()
     browser.screenshot(shots / "notes.png")
+
+
+def test_inbox_reverts_an_agent_note_and_leaves_the_users_edits(
+    server, browser, reviewed_vault, conn
+) -> None:
+    root = reviewed_vault.root
+    edited = CLEAN + "\nmy own edit, not committed\n"
+    (root / "deploy.md").write_text(edited)
+    (root / "scratch.md").write_text("untracked scratch\n")
+    reviewed_vault.git("add", "scratch.md")  # staged, not committed
+    before = {p: (root / p).read_bytes() for p in ("deploy.md", "scratch.md")}
+    staged = reviewed_vault.git("diff", "--cached", "--name-only")
+    w = remember(root, "Wrong guess", "the cache holds a day", environ={})
+    open_page(server, browser, "/inbox")
+    done = browser.click("form[action='/inbox/revert'] button")
+    assert f"{w.path} removed" in done
+    assert not (root / w.path).exists()
+    assert reviewed_vault.git("log", "-1", "--format=%ae %s").startswith(
+        "agent@vaultmem.invalid revert: the agent's agent/wrong-guess.md"
+    )
+    assert {p: (root / p).read_bytes() for p in before} == before
+    assert reviewed_vault.git("diff", "--cached", "--name-only") == staged
+    assert "Inbox empty" in open_page(server, browser, "/inbox")
+
+
+def test_inbox_revert_refuses_a_note_edited_since(server, reviewed_vault) -> None:
+    root = reviewed_vault.root
+    w = remember(root, "Kept", "first text", environ={})
+    note = root / w.path
+    note.write_text(note.read_text() + "\nthe user's addition\n")
+    reviewed_vault.commit("user edits the agent's note")
+    form = {"csrf": server.secret.csrf, "commit": w.commit, "path": w.path}
+    status, body, _ = server.request("POST", "/inbox/revert", form=form)
+    assert status == 400 and "changed since the agent wrote it" in body
+    assert "the user's addition" in note.read_text()

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import GitError
 from ..files import atomic_write, read_regular
 from ..index import gitdiff
-from ..index.gitwrite import AGENT_EMAIL, TRAILER
+from ..index.gitwrite import AGENT_EMAIL, TRAILER, WriteRefused, Written
 from ..index.markdown import front_matter
 
 STATE_FILE = "inbox-seen.json"
@@ -211,3 +211,39 @@ def diff(root: Path, commit: str, path: str) -> str:
         raise GitError(f"{commit!r} is not a commit id")
     raw = _git(root, "show", "--format=", "--no-color", "--no-ext-diff", commit, "--", path)
     return raw.decode("utf-8", "replace")
+
+
+def revert(root: Path, home: Path, commit: str, path: str) -> Written:
+    """Undo the agent's `commit` for `path` with one commit of the agent's (`Vaultmem-Agent:
+    revert`): the note goes back to what it was before that commit, or is removed when the
+    commit created it. Written through `index.gitwrite.commit_file`, so the same rules as
+    `remember` hold: only while the note at HEAD is still exactly what that commit wrote
+    (the user's later edits are never undone), never with uncommitted edits to it, never
+    mid-merge or on a detached HEAD; the user's other files and staged changes are untouched.
+    Only an agent commit that `inbox` lists for `path` may be reverted."""
+    from ..index.gitwrite import blob_at_head, commit_file
+
+    listed = {(i.commit, i.path) for i in inbox(root, home)}
+    if (commit, path) not in listed:
+        raise GitError(
+            f"{commit[:12]} is not the agent's latest write of {path} in the inbox: "
+            "nothing was reverted"
+        )
+    written = gitdiff.tree_entry(root, commit, path)
+    head_blob = blob_at_head(root, path)
+    if written is None or head_blob != written[1]:
+        raise WriteRefused(
+            f"{path} changed since the agent wrote it: nothing was reverted (edit or "
+            "`git revert` it yourself)"
+        )
+    parents = _git(root, "rev-list", "--parents", "-n", "1", commit).decode().split()[1:]
+    before = gitdiff.tree_entry(root, parents[0], path) if parents else None
+    data = _git(root, "cat-file", "blob", before[1]) if before is not None else None
+    return commit_file(
+        root,
+        path,
+        data,
+        expect_blob=head_blob,
+        message=f"revert: the agent's {path} ({commit[:12]})",
+        trailer_value="revert",
+    )

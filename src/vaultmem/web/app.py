@@ -366,6 +366,23 @@ def inbox_done(ask: Ask) -> Page:
     )
 
 
+def inbox_revert(ask: Ask) -> Page:
+    from ..agent import inbox
+    from ..index.hook_run import run_from_git_hook
+
+    written = inbox.revert(ask.root, user_home(), ask.get("commit"), ask.get("path"))
+    # commit-tree + update-ref run no hooks: the same catch-up the post-commit hook starts.
+    run_from_git_hook(str(ask.root), None)
+    what = "removed" if not written.blob else "restored to its version before the agent's write"
+    return Page(
+        "done.html",
+        {
+            "title": "Reverted",
+            "message": f"{written.path} {what} (commit {written.commit[:12]})",
+        },
+    )
+
+
 def notes(ask: Ask) -> Page:
     from .. import store
     from ..index import audit
@@ -487,6 +504,7 @@ def create_app(ui: UI) -> Guard:
         ("/context", context_search, False),
         ("/inbox", inbox_page, False),
         ("/inbox/done", inbox_done, True),
+        ("/inbox/revert", inbox_revert, True),
         ("/notes", notes, False),
         ("/note", note, False),
     ]

@@ -11,11 +11,14 @@ from __future__ import annotations
 import http.client
 import os
 import random
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 import uvicorn
@@ -442,3 +445,44 @@ def test_inbox_revert_refuses_a_note_edited_since(server, reviewed_vault) -> Non
     status, body, _ = server.request("POST", "/inbox/revert", form=form)
     assert status == 400 and "changed since the agent wrote it" in body
     assert "the user's addition" in note.read_text()
+
+
+def test_the_overview_with_no_vault_registered_says_what_to_do(server, conn) -> None:
+    status, body, _ = server.request("GET", "/")
+    assert status == 200 and "vaultmem init" in body
+    status, body, _ = server.request("GET", "/quarantine")
+    assert status == 404 and "vaultmem init" in body
+
+
+def test_the_command_serves_on_localhost_and_stops_with_its_terminal(reviewed_vault) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vaultmem", "ui", "--no-browser", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("vaultmem ui: http://127.0.0.1:"), line
+        url = urlsplit(line.split(": ", 1)[1].strip())
+        token = parse_qs(url.query)["token"][0]
+        c = http.client.HTTPConnection("127.0.0.1", url.port, timeout=120)
+        c.request("GET", f"/?token={token}", headers={"Host": url.netloc})
+        r = c.getresponse()
+        r.read()
+        assert r.status == 303
+        cookie = r.getheader("set-cookie", "").split(";")[0]
+        c.request("GET", "/quarantine", headers={"Host": url.netloc, "Cookie": cookie})
+        r = c.getresponse()
+        page = r.read().decode()
+        assert r.status == 200 and "4 file(s) quarantined" in page
+        no_secret(page)
+        c.close()
+        proc.send_signal(signal.SIGHUP)  # the terminal closing
+        proc.wait(timeout=60)  # ends: the test fails with TimeoutExpired otherwise
+        assert token not in proc.stderr.read().replace(line, "")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()

@@ -55,13 +55,20 @@ class Ask:
     """One request as a page sees it: its parameters (query or form), the chosen vault."""
 
     params: Mapping[str, str]
-    vault: vaults.VaultEntry
+    chosen: vaults.VaultEntry | None  # None: no vault registered yet (the overview says so)
     secret: Secret
 
     @property
+    def vault(self) -> vaults.VaultEntry:
+        if self.chosen is None or self.chosen.path is None:
+            raise NotFound("no vault is registered: run `vaultmem init` in your vault")
+        return self.chosen
+
+    @property
     def root(self) -> Path:
-        assert self.vault.path is not None  # `_vault` admits only vaults with a folder
-        return self.vault.path
+        path = self.vault.path
+        assert path is not None  # `vault` admits only vaults with a folder
+        return path
 
     def settings(self) -> Settings:
         return load_settings(self.root, entry=self.vault)
@@ -78,14 +85,17 @@ class UI:
     default_vault: str | None = None
 
 
-def _vault(ui: UI, name: str | None) -> vaults.VaultEntry:
+def _vault(ui: UI, name: str | None) -> vaults.VaultEntry | None:
     """A registered vault with a folder on this machine: the one named, else the one `ui`
-    started with, else the registry's default. Nothing else is ever read."""
+    started with, else the registry's default (None when none is registered). Nothing else
+    is ever read: a name that is not such a vault is a 404."""
     config = vaults.load()
     chosen = name or ui.default_vault
     entry = config.get(chosen) if chosen else config.default_vault()
-    if entry is None and not chosen and config.vaults:
+    if entry is None and not chosen:
         entry = next((v for v in config.vaults if v.path is not None), None)
+        if entry is None:
+            return None
     if entry is None or entry.path is None:
         raise NotFound("no such registered vault with a folder on this machine")
     return entry
@@ -311,7 +321,7 @@ def log(ask: Ask) -> Page:
     entries = [
         e
         for e in reversed(injections.read(user_home(), LOG_ENTRIES))
-        if everything or e.vault in (ask.vault.name, ask.vault.shared, None)
+        if everything or e.vault in (ask.vault.name, None)
     ]
     days: dict[str, list[dict[str, Any]]] = {}
     for e in entries:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -335,6 +336,23 @@ def log(ask: Ask) -> Page:
     return Page("log.html", {"title": "What the agent got", "days": days, "all": everything})
 
 
+@cache
+def _context_resources() -> Any:
+    """What the search box builds a context with: `vaultmem context`'s resources (a connection
+    per call, the second opinion judged whenever the vault's model wants it), except that the
+    embedder is loaded once for the life of the server (`warm.WarmResources` keeps it)."""
+    from ..agent.context import ColdResources
+    from ..agent.warm import WarmResources
+
+    warm = WarmResources()
+
+    class PageResources(ColdResources):
+        def embedder(self, settings: Settings) -> Any:
+            return warm.embedder(settings)
+
+    return PageResources(second_opinion=True)
+
+
 def context_search(ask: Ask) -> Page:
     from ..agent import context
 
@@ -342,10 +360,7 @@ def context_search(ask: Ask) -> Page:
     result = None
     if prompt.strip():
         result = context.build_context(
-            ask.settings(),
-            prompt,
-            vault_root=ask.root,
-            resources=context.ColdResources(second_opinion=True),
+            ask.settings(), prompt, vault_root=ask.root, resources=_context_resources()
         ).as_json()
     return Page(
         "context.html", {"title": "What the agent would get", "q": prompt, "result": result}

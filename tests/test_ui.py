@@ -336,10 +336,12 @@ def test_log_shows_a_delivered_passage_and_links_the_note(
             band="notes",
             passages=["deploy.md"],
             pointers=["notes/cache.md"],
+            session="s-45",
         ),
     )
     page = open_page(server, browser, "/log")
     assert "how many nodes run the service" in browser.text()
+    assert browser.evaluate("document.querySelector('main h2').innerText") == "session s-45"
     forms = browser.evaluate(
         "[...document.querySelectorAll('li.injection li')].map(li => li.innerText)"
     )

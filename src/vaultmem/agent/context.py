@@ -148,7 +148,14 @@ class ContextResult:
         return tuple(f"{x.path}: {x.reason}" for x in self.plan.left_out)
 
     def record(
-        self, home: Path, settings: Settings, *, source: str, vault: str | None, prompt: str
+        self,
+        home: Path,
+        settings: Settings,
+        *,
+        source: str,
+        vault: str | None,
+        prompt: str,
+        session: str | None = None,
     ) -> None:
         """Record what was given in the injection log (`injections`) as coming from `source`:
         the paths and how each was given, never the text."""
@@ -168,6 +175,7 @@ class ContextResult:
             second_opinion=self.second_opinion,
             passages=self.passages,
             left_out=self.left_out,
+            session=session,
         )
 
     def as_json(self) -> dict[str, object]:
@@ -536,6 +544,7 @@ def hook_context(
         source=source,
         vault=entry.name if entry is not None else None,
         prompt=prompt,
+        session=session if isinstance(session, str) and session else None,
     )
     return result.text
 

@@ -324,16 +324,18 @@ def log(ask: Ask) -> Page:
         for e in reversed(injections.read(user_home(), LOG_ENTRIES))
         if everything or e.vault in (ask.vault.name, None)
     ]
-    days: dict[str, list[dict[str, Any]]] = {}
+    # A timeline per session (the hook records Claude Code's session id), newest first; the
+    # records without one (the wrapper, MCP, older records) by day.
+    sessions: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
         forms = {p: "pointer" for p in e.pointers} | {p: "passage" for p in e.passages}
-        days.setdefault(e.time[:10], []).append(
-            {
-                "e": e,
-                "given": [(p, forms.get(p, "text")) for p in e.paths],
-            }
+        key = f"session {e.session}" if e.session else f"{e.time[:10]}, no session recorded"
+        sessions.setdefault(key, []).append(
+            {"e": e, "given": [(p, forms.get(p, "text")) for p in e.paths]}
         )
-    return Page("log.html", {"title": "What the agent got", "days": days, "all": everything})
+    return Page(
+        "log.html", {"title": "What the agent got", "sessions": sessions, "all": everything}
+    )
 
 
 @cache

@@ -376,6 +376,14 @@ def test_the_search_box_shows_what_context_would_deliver(
     else:
         assert rows == ["no note delivered"]
     assert f"{expected['chars']} characters" in browser.text()
+    # ...with `query --explain`'s words for each note the gate judged
+    verdicts = browser.evaluate(
+        "[...document.querySelectorAll('table.explained tbody tr')]"
+        ".map(r => r.cells[0].innerText + ' ' + r.cells[1].innerText)"
+    )
+    for i in expected["items"]:
+        assert f"{i['path']} kept" in verdicts
+    assert "gate: note scores" in page
     browser.screenshot(shots / "context.png")
     no_secret(page)
 

@@ -138,6 +138,9 @@ class ContextResult:
     plan: delivery.Plan = delivery.Plan()
     # The preferences block, and what of the file it had no room for
     preferences: MemoryBlock | None = None
+    # What the search found and the gate's verdict on every candidate, for an explanation
+    # (`search.explain`); None when no notes were searched.
+    retrieval: Retrieval | None = None
 
     @property
     def passages(self) -> tuple[str, ...]:
@@ -390,6 +393,7 @@ def build_context(
         second_opinion=band is not None and any(h.agnostic is not None for h in found.hits),
         plan=chosen,
         preferences=prefs_block,
+        retrieval=found if wants_notes else None,
     )
 
 

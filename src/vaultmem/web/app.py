@@ -357,15 +357,37 @@ def _context_resources() -> Any:
 
 def context_search(ask: Ask) -> Page:
     from ..agent import context
+    from ..search.explain import DROP_REASONS, band_line, explain_line
 
     prompt = ask.get("q")
     result = None
+    explained: list[dict[str, str]] = []
     if prompt.strip():
-        result = context.build_context(
-            ask.settings(), prompt, vault_root=ask.root, resources=_context_resources()
-        ).as_json()
+        settings = ask.settings()
+        built = context.build_context(
+            settings, prompt, vault_root=ask.root, resources=_context_resources()
+        )
+        result = built.as_json()
+        # `vaultmem query --explain`'s words for every candidate the gate judged.
+        for v in built.retrieval.verdicts if built.retrieval is not None else ():
+            if v.drop is not None and v.drop.value == "beyond-k":
+                continue
+            explained.append(
+                {
+                    "path": v.hit.path,
+                    "verdict": "kept" if v.drop is None else DROP_REASONS[v.drop.value],
+                    "scores": explain_line(v.hit),
+                    "band": band_line(v, settings.gate) if v.calibration is not None else "",
+                }
+            )
     return Page(
-        "context.html", {"title": "What the agent would get", "q": prompt, "result": result}
+        "context.html",
+        {
+            "title": "What the agent would get",
+            "q": prompt,
+            "result": result,
+            "explained": explained,
+        },
     )
 
 

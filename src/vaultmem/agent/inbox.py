@@ -132,20 +132,48 @@ def _agent_commits(root: Path, head: str, seen: Seen | None) -> list[tuple[str, 
     return found
 
 
-def _changed(root: Path, sha: str) -> list[str]:
-    raw = _git(root, "diff-tree", "-z", "-r", "--no-commit-id", "--name-only", "--root", sha)
-    return [os.fsdecode(p) for p in raw.split(b"\0") if p]
+def _changed(root: Path, shas: list[str]) -> dict[str, list[str]]:
+    """sha -> the paths each commit changed: one `diff-tree --stdin` for them all (it names
+    each commit, NUL-terminated, before its paths)."""
+    if not shas:
+        return {}
+    proc = subprocess.run(
+        ["git", "-C", str(root), "diff-tree", "--stdin", "-z", "-r", "--name-only", "--root"],
+        input="".join(f"{sha}\n" for sha in shas).encode(),
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        detail = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise GitError(f"git diff-tree failed: {detail[-1] if detail else proc.returncode}")
+    commits = set(shas)
+    out: dict[str, list[str]] = {sha: [] for sha in shas}
+    current: str | None = None
+    for token in proc.stdout.split(b"\0"):
+        name = os.fsdecode(token)
+        if name in commits:
+            current = name
+        elif token and current is not None:
+            out[current].append(name)
+    return out
 
 
 def _at_head(root: Path, head: str, paths: list[str]) -> dict[str, bytes]:
-    """path -> its bytes at `head`, for the `paths` that are still files there."""
-    out: dict[str, bytes] = {}
-    for path in paths:
-        entry = gitdiff.tree_entry(root, head, path)
-        if entry is None:
-            continue
-        out[path] = _git(root, "cat-file", "blob", entry[1])
-    return out
+    """path -> its bytes at `head`, for the `paths` that are still files there: one `ls-tree`
+    for them all and one `cat-file --batch` (two processes, however many notes)."""
+    if not paths:
+        return {}
+    raw = _git(root, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", head, "--", *paths)
+    wanted = set(paths)
+    blobs: dict[str, str] = {}
+    for record in raw.split(b"\0"):
+        meta, sep, name = record.partition(b"\t")
+        parts = meta.split(b" ")
+        path = os.fsdecode(name)
+        if sep and len(parts) == 3 and parts[1] == b"blob" and path in wanted:
+            blobs[path] = parts[2].decode("ascii")
+    with gitdiff.BlobReader(root) as reader:
+        return {path: reader.read(blob) for path, blob in blobs.items()}
 
 
 def inbox(root: Path, home: Path) -> list[InboxItem]:
@@ -156,8 +184,9 @@ def inbox(root: Path, home: Path) -> list[InboxItem]:
     commits = _agent_commits(root, head, load_seen(home, root))
     latest: dict[str, tuple[str, str, str]] = {}
     writes: dict[str, int] = {}
+    changed = _changed(root, [sha for sha, _, _ in commits])
     for sha, date, subject in commits:
-        for path in _changed(root, sha):
+        for path in changed[sha]:
             latest.setdefault(path, (sha, date, subject))
             writes[path] = writes.get(path, 0) + 1
     present = _at_head(root, head, list(latest))

@@ -233,13 +233,30 @@ def done(root: Path, home: Path, through: str | None = None) -> tuple[Seen, int]
     return seen, len(before) - len(inbox(root, home))
 
 
-def diff(root: Path, commit: str, path: str) -> str:
-    """What the agent's `commit` changed in `path` (a unified diff, `git show`), for review.
-    `commit` must be one `inbox` listed: an agent commit that touched `path`."""
-    if not commit or not all(c in "0123456789abcdef" for c in commit.lower()):
-        raise GitError(f"{commit!r} is not a commit id")
-    raw = _git(root, "show", "--format=", "--no-color", "--no-ext-diff", commit, "--", path)
-    return raw.decode("utf-8", "replace")
+def diffs(root: Path, items: list[InboxItem]) -> dict[str, str]:
+    """commit -> what that agent commit changed in the inbox's notes (a unified diff, as
+    `git show` prints it), for every item at once: one `git log --no-walk` process."""
+    if not items:
+        return {}
+    commits = list(dict.fromkeys(i.commit for i in items))
+    raw = _git(
+        root,
+        "--literal-pathspecs",
+        "log",
+        "--no-walk=unsorted",
+        "-p",
+        "--no-color",
+        "--no-ext-diff",
+        "--format=%x1e%H",
+        *commits,
+        "--",
+        *sorted({i.path for i in items}),
+    )
+    out: dict[str, str] = {}
+    for record in raw.decode("utf-8", "replace").split("\x1e")[1:]:
+        sha, _, text = record.partition("\n")
+        out[sha] = text.strip("\n") + "\n"
+    return out
 
 
 def revert(root: Path, home: Path, commit: str, path: str) -> Written:

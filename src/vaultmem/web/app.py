@@ -395,11 +395,12 @@ def inbox_page(ask: Ask) -> Page:
     from ..agent import inbox
 
     items = inbox.inbox(ask.root, user_home())
+    diffs = inbox.diffs(ask.root, items)
     return Page(
         "inbox.html",
         {
             "title": "What the agent wrote",
-            "items": [{"i": i, "diff": inbox.diff(ask.root, i.commit, i.path)} for i in items],
+            "items": [{"i": i, "diff": diffs.get(i.commit, "")} for i in items],
             "through": items[0].commit if items else "",
         },
     )

@@ -12,6 +12,7 @@ import http.client
 import os
 import random
 import signal
+import string
 import subprocess
 import sys
 import threading
@@ -496,3 +497,23 @@ def test_the_command_serves_on_localhost_and_stops_with_its_terminal(reviewed_va
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+def test_a_token_in_a_file_name_never_reaches_the_page(server, browser, conn, vault) -> None:
+    token = "ghp_" + "".join(random.Random(7).choices(string.ascii_letters + string.digits, k=36))
+    vault.write(f"ops/{token}.md", "# Deploy token\n\nrotated monthly\n")
+    vault.write("a.md", CLEAN)
+    vault.commit()
+    vaults.register(vault.root, database_url=os.environ["VAULTMEM_DATABASE_URL"])
+    index(vault.root)
+    pages = [open_page(server, browser, "/quarantine")]
+    assert "token-in-path" in pages[0] and "ops/ghp_" in pages[0]
+    pages.append(browser.click("tbody tr a"))
+    assert "token-in-path" in pages[1]
+    pages.append(browser.click("form[action='/quarantine/allow'] button"))  # it asks first
+    assert "looks like a real credential" in pages[2]
+    pages.append(browser.click("#confirm"))
+    assert "allowed ops/ghp_" in pages[3]
+    pages.append(open_page(server, browser, "/quarantine"))
+    for page in pages:
+        assert token not in page and token[4:] not in page

@@ -517,3 +517,16 @@ def test_a_token_in_a_file_name_never_reaches_the_page(server, browser, conn, va
     pages.append(open_page(server, browser, "/quarantine"))
     for page in pages:
         assert token not in page and token[4:] not in page
+
+
+def test_a_busy_port_is_one_line_with_the_next_step(reviewed_vault) -> None:
+    from click.testing import CliRunner
+
+    from vaultmem.cli import cli
+
+    with bind(0) as taken:
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(cli, ["ui", "--no-browser", "--port", str(port)])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: cannot listen on 127.0.0.1:{port} (")
+    assert "--port 0" in result.stderr and result.stderr.count("\n") == 1

@@ -12,6 +12,7 @@ import socket
 import sys
 import webbrowser
 
+from ..errors import VaultmemError
 from .app import UI, create_app
 from .security import Secret
 
@@ -40,7 +41,13 @@ def serve(vault: str | None, port: int = DEFAULT_PORT, *, open_browser: bool = T
         # An unregistered name or path is a ConfigError, said once, before anything starts.
         entry = vaults.resolve(vaults.load(), vault)
         vault = entry.name if entry is not None else None
-    sock = bind(port)
+    try:
+        sock = bind(port)
+    except OSError as exc:
+        raise VaultmemError(
+            f"cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}): another `vaultmem ui` "
+            "or program may hold it; `--port 0` takes any free port"
+        ) from None
     secret = Secret(sock.getsockname()[1])
     app = create_app(UI(secret, vault))
     url = secret.url()

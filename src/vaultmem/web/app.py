@@ -520,7 +520,8 @@ def _endpoint(ui: UI, fn: Callable[[Ask], Page], change: bool = False) -> Any:
         except NotFound as exc:
             return _error(ui, 404, str(exc))
         except VaultmemError as exc:
-            return _error(ui, 400, redact_url(str(exc)))
+            # An error may name a path: a token written into it is masked, as on every page.
+            return _error(ui, 400, _masked(redact_url(str(exc))))
         except Exception as exc:  # the database went away, git failed: say so, keep serving
             import psycopg
 

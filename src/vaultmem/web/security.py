@@ -61,9 +61,8 @@ class Secret:
         """A stable, opaque id for `value` (a quarantined path may hold a token in its name:
         pages name files by this id, never by the path)."""
         key = hmac.new(self.token.encode(), b"ids", hashlib.sha256).digest()
-        return hmac.new(key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[
-            :24
-        ]
+        digest = hmac.new(key, value.encode("utf-8", "surrogatepass"), hashlib.sha256)
+        return digest.hexdigest()[:24]
 
     def hosts(self) -> frozenset[str]:
         return frozenset({f"127.0.0.1:{self.port}", f"localhost:{self.port}"})

@@ -13,6 +13,7 @@ masked by the scanner itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -74,6 +75,12 @@ class Ask:
     def settings(self) -> Settings:
         return load_settings(self.root, entry=self.vault)
 
+    def reading(self) -> AbstractContextManager[Any]:
+        """A connection for a page that only reads: leased from the server's pool (kept open
+        between requests, as the warm service keeps them). A change opens its own
+        (`db.connect`): an allowance may index and embed for longer than a lease may last."""
+        return _warm().connection(self.settings(), start=False, timeout=5)
+
     def get(self, name: str, default: str = "") -> str:
         return self.params.get(name, default)
 
@@ -133,9 +140,8 @@ def overview(ask: Ask) -> Page:
 
 def quarantine(ask: Ask) -> Page:
     from ..index import audit
-    from ..store import db
 
-    with db.connect(ask.settings()) as conn:
+    with ask.reading() as conn:
         v = audit.require_vault(conn, ask.root)
         quarantined = audit.list_quarantined(conn, v.id)
         allowed = audit.list_allowed(conn, v.id)
@@ -193,10 +199,9 @@ def _quarantined_path(ask: Ask, conn: Any, vault_id: int) -> str:
 
 def quarantine_file(ask: Ask) -> Page:
     from ..index import audit
-    from ..store import db
 
     settings = ask.settings()
-    with db.connect(settings) as conn:
+    with ask.reading() as conn:
         v = audit.require_vault(conn, ask.root)
         path = _quarantined_path(ask, conn, v.id)
         detail = audit.show(conn, settings, v, path)
@@ -339,18 +344,26 @@ def log(ask: Ask) -> Page:
 
 
 @cache
-def _context_resources() -> Any:
-    """What the search box builds a context with: `vaultmem context`'s resources (a connection
-    per call, the second opinion judged whenever the vault's model wants it), except that the
-    embedder is loaded once for the life of the server (`warm.WarmResources` keeps it)."""
-    from ..agent.context import ColdResources
+def _warm() -> Any:
+    """The server's connections and embedders, kept between requests (`warm.WarmResources`)."""
     from ..agent.warm import WarmResources
 
-    warm = WarmResources()
+    return WarmResources()
+
+
+@cache
+def _context_resources() -> Any:
+    """What the search box builds a context with: `vaultmem context`'s resources (the second
+    opinion judged whenever the vault's model wants it, loaded before the answer), except that
+    the connection and the embedder are the server's, kept between requests."""
+    from ..agent.context import ColdResources
 
     class PageResources(ColdResources):
+        def connection(self, settings: Settings, *, start: bool, timeout: int) -> Any:
+            return _warm().connection(settings, start=start, timeout=timeout)
+
         def embedder(self, settings: Settings) -> Any:
-            return warm.embedder(settings)
+            return _warm().embedder(settings)
 
     return PageResources(second_opinion=True)
 
@@ -436,14 +449,13 @@ def inbox_revert(ask: Ask) -> Page:
 def notes(ask: Ask) -> Page:
     from .. import store
     from ..index import audit
-    from ..store import db
 
     prefix = ask.get("prefix")
     try:
         offset = max(0, int(ask.get("offset") or 0))
     except ValueError:
         offset = 0
-    with db.connect(ask.settings()) as conn:
+    with ask.reading() as conn:
         v = audit.require_vault(conn, ask.root)
         rows = store.note_rows(conn, v.id, prefix, limit=NOTES_PAGE + 1, offset=offset)
         conn.commit()
@@ -463,10 +475,9 @@ def notes(ask: Ask) -> Page:
 def note(ask: Ask) -> Page:
     from .. import store
     from ..index import audit
-    from ..store import db
 
     path = ask.get("path")
-    with db.connect(ask.settings()) as conn:
+    with ask.reading() as conn:
         v = audit.require_vault(conn, ask.root)
         held = store.indexed_note(conn, v.id, path)
         chunks = store.note_chunks(conn, v.id, path)

@@ -33,6 +33,7 @@ from vaultmem.agent.write import remember
 from vaultmem.config import load_settings, user_home
 from vaultmem.index import audit
 from vaultmem.index.verify import status_report
+from vaultmem.search import Mode, search
 from vaultmem.store import db
 from vaultmem.web import UI, Secret, bind, create_app
 
@@ -268,6 +269,8 @@ def test_quarantine_review_masks_filters_and_allows_one(
     ]
     listed = open_page(server, browser, "/notes")
     assert "ops/router-0.md" in listed
+    found = search(conn, v.id, "Router 0", None, mode=Mode.LEXICAL, gated=False)
+    assert "ops/router-0.md" in [h.path for h in found]  # searchable
     # ...and it can be revoked from the page again.
     open_page(server, browser, "/quarantine")
     revoked = browser.click("form[action='/quarantine/revoke'] button")

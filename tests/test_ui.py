@@ -533,3 +533,15 @@ def test_a_busy_port_is_one_line_with_the_next_step(reviewed_vault) -> None:
     assert result.exit_code == 1
     assert result.stderr.startswith(f"Error: cannot listen on 127.0.0.1:{port} (")
     assert "--port 0" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_an_unregistered_vault_is_refused_before_anything_starts(reviewed_vault, tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from vaultmem.cli import cli
+
+    result = CliRunner().invoke(
+        cli, ["ui", "--no-browser", "--port", "0", "--vault", str(tmp_path)]
+    )
+    assert result.exit_code == 2 and "is not a registered vault" in result.stderr
+    assert "vaultmem ui: http" not in result.stderr

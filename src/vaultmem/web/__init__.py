@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 import sys
 import webbrowser
+from pathlib import Path
 
 from ..errors import VaultmemError
 from .app import UI, create_app
@@ -37,10 +38,12 @@ def serve(vault: str | None, port: int = DEFAULT_PORT, *, open_browser: bool = T
 
     from .. import vaults
 
-    if vault is not None:
-        # An unregistered name or path is a ConfigError, said once, before anything starts.
-        entry = vaults.resolve(vaults.load(), vault)
-        vault = entry.name if entry is not None else None
+    # The vault shown first, chosen as `vaultmem context` chooses (--vault, VAULTMEM_VAULT, the
+    # registered vault holding the current directory, the default); an unregistered name or
+    # path is a ConfigError, said once, before anything starts.
+    entry = vaults.resolve(vaults.load(), vault, cwd=Path.cwd())
+    # A shared vault read from the server has no folder here to review: the default page.
+    first = entry.name if entry is not None and entry.path is not None else None
     try:
         sock = bind(port)
     except OSError as exc:
@@ -49,7 +52,7 @@ def serve(vault: str | None, port: int = DEFAULT_PORT, *, open_browser: bool = T
             "or program may hold it; `--port 0` takes any free port"
         ) from None
     secret = Secret(sock.getsockname()[1])
-    app = create_app(UI(secret, vault))
+    app = create_app(UI(secret, first))
     url = secret.url()
     print(f"vaultmem ui: {url}", file=sys.stderr, flush=True)
     if open_browser:

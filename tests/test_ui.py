@@ -545,3 +545,13 @@ def test_an_unregistered_vault_is_refused_before_anything_starts(reviewed_vault,
     )
     assert result.exit_code == 2 and "is not a registered vault" in result.stderr
     assert "vaultmem ui: http" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("seconds", "words"), [(0.2, "1 s"), (89, "89 s"), (600, "10 min"), (7200, "2.0 h")]
+)
+def test_the_time_left_reads_as_status_words_it(seconds: float, words: str) -> None:
+    from vaultmem.cli.base import duration as status_words
+    from vaultmem.web.app import duration
+
+    assert duration(seconds) == words == status_words(seconds)

@@ -41,6 +41,18 @@ NOTES_PAGE = 200
 _env = Environment(loader=PackageLoader("vaultmem.web", "templates"), autoescape=True)
 
 
+def duration(seconds: float) -> str:
+    """A time left for people, as `vaultmem status` words it."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+_env.filters["duration"] = duration
+
+
 class NotFound(Exception):
     """A vault, file or note the page was asked for that is not there (a 404)."""
 

@@ -52,7 +52,8 @@ ROOMS_MAY_IMPORT: dict[str, set[str]] = {
     "index": {"store", "embed"},
     "search": {"store", "index", "embed"},
     "agent": {"store", "index", "embed", "search"},
-    "cli": {"store", "index", "embed", "search", "agent"},
+    "web": {"store", "index", "embed", "search", "agent"},
+    "cli": {"store", "index", "embed", "search", "agent", "web"},
 }
 ENTRY_POINTS = {"vaultmem.__main__", "vaultmem.hook_entry"}
 

@@ -137,3 +137,16 @@ def test_rewritten_history_falls_back_to_the_time_of_marking(
 def test_a_bad_through_commit_is_one_line(repo: Path) -> None:
     result = CliRunner().invoke(cli, ["inbox", "done", "--through", "nope"])
     assert result.exit_code == 7 and result.stderr.count("\n") == 1
+
+
+def test_diffs_give_each_listed_commit_its_own_change(repo: Path) -> None:
+    from vaultmem.agent.inbox import diffs
+
+    one = remember(repo, "One", "the first text", environ={})
+    two = remember(repo, "Two", "the second text", environ={})
+    items = inbox(repo, user_home())
+    got = diffs(repo, items)
+    assert set(got) == {one.commit, two.commit}
+    assert "+the first text" in got[one.commit] and "second" not in got[one.commit]
+    assert "+the second text" in got[two.commit] and "first" not in got[two.commit]
+    assert diffs(repo, []) == {}

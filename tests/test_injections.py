@@ -59,13 +59,14 @@ def test_an_unwritable_log_never_fails_the_injection(tmp_path):
 
 
 def test_the_hook_records_what_it_printed(indexed_vault):  # noqa: F811
-    proc, _ = run_hook(payload(PROMPT, indexed_vault.root), None, "--no-memory")
+    proc, _ = run_hook(payload(PROMPT, indexed_vault.root, "s-45"), None, "--no-memory")
     assert b"<retrieved_context>" in proc.stdout
     [entry] = injections.read(user_home())
     assert entry.source == "claude-hook" and entry.vault == "vault"
     assert entry.paths[0] == "ops/postgres-backup.md"
     assert entry.chars == len(proc.stdout.decode().rstrip("\n"))
     assert entry.prompt_sha256 == injections.prompt_hash(PROMPT) and entry.prompt is None
+    assert entry.session == "s-45"  # the session it answered: the web page's timeline
     raw = injections.log_path(user_home()).read_text(encoding="utf-8")
     assert "pg_restore" not in raw and PROMPT not in raw
     # nothing injected, nothing recorded

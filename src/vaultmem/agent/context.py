@@ -138,6 +138,9 @@ class ContextResult:
     plan: delivery.Plan = delivery.Plan()
     # The preferences block, and what of the file it had no room for
     preferences: MemoryBlock | None = None
+    # What the search found and the gate's verdict on every candidate, for an explanation
+    # (`search.explain`); None when no notes were searched.
+    retrieval: Retrieval | None = None
 
     @property
     def passages(self) -> tuple[str, ...]:
@@ -148,7 +151,14 @@ class ContextResult:
         return tuple(f"{x.path}: {x.reason}" for x in self.plan.left_out)
 
     def record(
-        self, home: Path, settings: Settings, *, source: str, vault: str | None, prompt: str
+        self,
+        home: Path,
+        settings: Settings,
+        *,
+        source: str,
+        vault: str | None,
+        prompt: str,
+        session: str | None = None,
     ) -> None:
         """Record what was given in the injection log (`injections`) as coming from `source`:
         the paths and how each was given, never the text."""
@@ -168,6 +178,7 @@ class ContextResult:
             second_opinion=self.second_opinion,
             passages=self.passages,
             left_out=self.left_out,
+            session=session,
         )
 
     def as_json(self) -> dict[str, object]:
@@ -382,6 +393,7 @@ def build_context(
         second_opinion=band is not None and any(h.agnostic is not None for h in found.hits),
         plan=chosen,
         preferences=prefs_block,
+        retrieval=found if wants_notes else None,
     )
 
 
@@ -536,6 +548,7 @@ def hook_context(
         source=source,
         vault=entry.name if entry is not None else None,
         prompt=prompt,
+        session=session if isinstance(session, str) and session else None,
     )
     return result.text
 

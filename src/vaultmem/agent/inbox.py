@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import GitError
 from ..files import atomic_write, read_regular
 from ..index import gitdiff
-from ..index.gitwrite import AGENT_EMAIL, TRAILER
+from ..index.gitwrite import AGENT_EMAIL, TRAILER, WriteRefused, Written
 from ..index.markdown import front_matter
 
 STATE_FILE = "inbox-seen.json"
@@ -132,20 +132,48 @@ def _agent_commits(root: Path, head: str, seen: Seen | None) -> list[tuple[str, 
     return found
 
 
-def _changed(root: Path, sha: str) -> list[str]:
-    raw = _git(root, "diff-tree", "-z", "-r", "--no-commit-id", "--name-only", "--root", sha)
-    return [os.fsdecode(p) for p in raw.split(b"\0") if p]
+def _changed(root: Path, shas: list[str]) -> dict[str, list[str]]:
+    """sha -> the paths each commit changed: one `diff-tree --stdin` for them all (it names
+    each commit, NUL-terminated, before its paths)."""
+    if not shas:
+        return {}
+    proc = subprocess.run(
+        ["git", "-C", str(root), "diff-tree", "--stdin", "-z", "-r", "--name-only", "--root"],
+        input="".join(f"{sha}\n" for sha in shas).encode(),
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        detail = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise GitError(f"git diff-tree failed: {detail[-1] if detail else proc.returncode}")
+    commits = set(shas)
+    out: dict[str, list[str]] = {sha: [] for sha in shas}
+    current: str | None = None
+    for token in proc.stdout.split(b"\0"):
+        name = os.fsdecode(token)
+        if name in commits:
+            current = name
+        elif token and current is not None:
+            out[current].append(name)
+    return out
 
 
 def _at_head(root: Path, head: str, paths: list[str]) -> dict[str, bytes]:
-    """path -> its bytes at `head`, for the `paths` that are still files there."""
-    out: dict[str, bytes] = {}
-    for path in paths:
-        entry = gitdiff.tree_entry(root, head, path)
-        if entry is None:
-            continue
-        out[path] = _git(root, "cat-file", "blob", entry[1])
-    return out
+    """path -> its bytes at `head`, for the `paths` that are still files there: one `ls-tree`
+    for them all and one `cat-file --batch` (two processes, however many notes)."""
+    if not paths:
+        return {}
+    raw = _git(root, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", head, "--", *paths)
+    wanted = set(paths)
+    blobs: dict[str, str] = {}
+    for record in raw.split(b"\0"):
+        meta, sep, name = record.partition(b"\t")
+        parts = meta.split(b" ")
+        path = os.fsdecode(name)
+        if sep and len(parts) == 3 and parts[1] == b"blob" and path in wanted:
+            blobs[path] = parts[2].decode("ascii")
+    with gitdiff.BlobReader(root) as reader:
+        return {path: reader.read(blob) for path, blob in blobs.items()}
 
 
 def inbox(root: Path, home: Path) -> list[InboxItem]:
@@ -156,8 +184,9 @@ def inbox(root: Path, home: Path) -> list[InboxItem]:
     commits = _agent_commits(root, head, load_seen(home, root))
     latest: dict[str, tuple[str, str, str]] = {}
     writes: dict[str, int] = {}
+    changed = _changed(root, [sha for sha, _, _ in commits])
     for sha, date, subject in commits:
-        for path in _changed(root, sha):
+        for path in changed[sha]:
             latest.setdefault(path, (sha, date, subject))
             writes[path] = writes.get(path, 0) + 1
     present = _at_head(root, head, list(latest))
@@ -202,3 +231,65 @@ def done(root: Path, home: Path, through: str | None = None) -> tuple[Seen, int]
         mark = resolved
     seen = mark_seen(home, root, mark)
     return seen, len(before) - len(inbox(root, home))
+
+
+def diffs(root: Path, items: list[InboxItem]) -> dict[str, str]:
+    """commit -> what that agent commit changed in the inbox's notes (a unified diff, as
+    `git show` prints it), for every item at once: one `git log --no-walk` process."""
+    if not items:
+        return {}
+    commits = list(dict.fromkeys(i.commit for i in items))
+    raw = _git(
+        root,
+        "--literal-pathspecs",
+        "log",
+        "--no-walk=unsorted",
+        "-p",
+        "--no-color",
+        "--no-ext-diff",
+        "--format=%x1e%H",
+        *commits,
+        "--",
+        *sorted({i.path for i in items}),
+    )
+    out: dict[str, str] = {}
+    for record in raw.decode("utf-8", "replace").split("\x1e")[1:]:
+        sha, _, text = record.partition("\n")
+        out[sha] = text.strip("\n") + "\n"
+    return out
+
+
+def revert(root: Path, home: Path, commit: str, path: str) -> Written:
+    """Undo the agent's `commit` for `path` with one commit of the agent's (`Vaultmem-Agent:
+    revert`): the note goes back to what it was before that commit, or is removed when the
+    commit created it. Written through `index.gitwrite.commit_file`, so the same rules as
+    `remember` hold: only while the note at HEAD is still exactly what that commit wrote
+    (the user's later edits are never undone), never with uncommitted edits to it, never
+    mid-merge or on a detached HEAD; the user's other files and staged changes are untouched.
+    Only an agent commit that `inbox` lists for `path` may be reverted."""
+    from ..index.gitwrite import blob_at_head, commit_file
+
+    listed = {(i.commit, i.path) for i in inbox(root, home)}
+    if (commit, path) not in listed:
+        raise GitError(
+            f"{commit[:12]} is not the agent's latest write of {path} in the inbox: "
+            "nothing was reverted"
+        )
+    written = gitdiff.tree_entry(root, commit, path)
+    head_blob = blob_at_head(root, path)
+    if written is None or head_blob != written[1]:
+        raise WriteRefused(
+            f"{path} changed since the agent wrote it: nothing was reverted (edit or "
+            "`git revert` it yourself)"
+        )
+    parents = _git(root, "rev-list", "--parents", "-n", "1", commit).decode().split()[1:]
+    before = gitdiff.tree_entry(root, parents[0], path) if parents else None
+    data = _git(root, "cat-file", "blob", before[1]) if before is not None else None
+    return commit_file(
+        root,
+        path,
+        data,
+        expect_blob=head_blob,
+        message=f"revert: the agent's {path} ({commit[:12]})",
+        trailer_value="revert",
+    )

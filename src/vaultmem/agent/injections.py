@@ -63,6 +63,9 @@ class Injection:
     # kept that the block had no room for, each as "path: why" (`agent.delivery.Plan`).
     passages: tuple[str, ...] = ()
     left_out: tuple[str, ...] = ()
+    # The Claude Code session the hook answered (its `session_id`), for a timeline per session;
+    # None for the wrapper, MCP and records written before it was kept.
+    session: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
@@ -73,7 +76,7 @@ class Injection:
                 data[key] = list(getattr(self, key))
             else:
                 del data[key]
-        for key in ("prompt", "band"):
+        for key in ("prompt", "band", "session"):
             if data[key] is None:
                 del data[key]
         if not self.pointers:
@@ -106,6 +109,7 @@ def make(
     second_opinion: bool = False,
     passages: Iterable[str] = (),
     left_out: Iterable[str] = (),
+    session: str | None = None,
 ) -> Injection:
     """The record for one injection (pure apart from the clock)."""
     t = time.time() if now is None else now
@@ -123,6 +127,7 @@ def make(
         second_opinion=second_opinion,
         passages=tuple(passages),
         left_out=tuple(left_out),
+        session=session,
     )
 
 
@@ -160,6 +165,7 @@ def record(
     second_opinion: bool = False,
     passages: Sequence[str] = (),
     left_out: Sequence[str] = (),
+    session: str | None = None,
 ) -> None:
     """Record one injection when the log is enabled (VAULTMEM_LOG_INJECTIONS)."""
     if enabled and chars > 0:
@@ -175,6 +181,7 @@ def record(
             second_opinion=second_opinion,
             passages=passages,
             left_out=left_out,
+            session=session,
         )
         append(settings_home, entry)
 
@@ -210,6 +217,7 @@ def read(home: Path, last: int | None = None) -> list[Injection]:
                         second_opinion=data.get("second_opinion") is True,
                         passages=tuple(str(p) for p in data.get("passages") or ()),
                         left_out=tuple(str(p) for p in data.get("left_out") or ()),
+                        session=_optional_str(data.get("session")),
                     )
                 )
             except (ValueError, KeyError, TypeError):

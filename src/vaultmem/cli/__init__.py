@@ -9,7 +9,7 @@ are turned into one line on stderr and the error's exit code, in one place
 from __future__ import annotations
 
 # Each module adds its commands to the group when imported.
-from . import agent, audit, database, hooks, indexing, retrieval, team, vaults  # noqa: F401
+from . import agent, audit, database, hooks, indexing, retrieval, team, ui, vaults  # noqa: F401
 from .base import cli
 
 __all__ = ["cli", "main"]

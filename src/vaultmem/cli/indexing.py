@@ -191,26 +191,12 @@ def status(as_json: bool) -> None:
     """Show the database, the schema version and, for every vault, its counts, how far the
     index is behind HEAD, the embedding backlog, the last run's outcome and every skipped file.
     """
-    from ..index.verify import vault_status
-    from ..store import claims, db
+    from ..index.verify import status_report
 
-    settings = settings_for()
-    with db.connect(settings) as conn:
-        info = db.server_info(conn)
-        version = db.schema_version(conn)
-        vaults = [vault_status(conn, v) for v in db.vault_stats(conn)] if version else []
-        workers = claims.workers(conn) if version >= 8 else []
-        backlog = claims.backlog_counts(conn) if version >= 8 else {}
-        conn.commit()
-    data = {
-        "database": "external" if settings.database_url else "bundled",
-        "reachable": True,
-        **info,
-        "schema_version": version,
-        "vaults": [v.to_dict() for v in vaults],
-        "workers": [w.to_dict() for w in workers],
-        "backlog_by_model": backlog,
-    }
+    report = status_report(settings_for())
+    data = report.to_dict()
+    info, version, vaults = report.server, report.schema_version, report.vaults
+    workers, backlog = report.workers, report.backlog_by_model
     if as_json:
         print_json(data)
         return

@@ -12,6 +12,7 @@ from ..agent import claude_hook as claude_hook_process
 from ..config import load_settings
 from ..errors import VaultmemError
 from ..search import Mode
+from ..search.explain import DROP_REASONS, band_line, explain_line
 from .base import cli, display_path, echo, json_option, print_json, reading_vault, vault_option
 
 
@@ -170,9 +171,9 @@ def query_cmd(
             snippet = " ".join(item.body.split())
             echo(f"   {snippet[:160]}{'…' if len(snippet) > 160 else ''}")
         if explain:
-            echo(f"   {_explain_line(h)}")
+            echo(f"   {explain_line(h)}")
             if h.path in scored:
-                echo(f"   {_band_line(scored[h.path], settings.gate)}")
+                echo(f"   {band_line(scored[h.path], settings.gate)}")
     for gone in chosen.left_out:
         echo(f"left out: {display_path(gone.path)} ({gone.reason})")
     if explain and hits:
@@ -196,12 +197,12 @@ def query_cmd(
             )
         reasons = {drop for _, drop in dropped}
         if len(reasons) == 1:  # say it once, not on every line
-            echo(f"  all: {_DROP_REASONS[dropped[0][1].value]}")
+            echo(f"  all: {DROP_REASONS[dropped[0][1].value]}")
         for h, drop in dropped[:10]:
-            why = "" if len(reasons) == 1 else f" {_DROP_REASONS[drop.value]}"
+            why = "" if len(reasons) == 1 else f" {DROP_REASONS[drop.value]}"
             echo(f"-  {display_path(h.path)}  [{h.score:.3f}]{why}")
-            echo(f"   {_explain_line(h)}")
-            echo(f"   {_band_line(scored[h.path], settings.gate)}")
+            echo(f"   {explain_line(h)}")
+            echo(f"   {band_line(scored[h.path], settings.gate)}")
         if len(dropped) > 10:
             echo(f"   ... and {len(dropped) - 10} more")
 
@@ -209,13 +210,6 @@ def query_cmd(
 # Say a prompt reads like generic coding work when it is at least this much closer (cosine
 # hundredths) to vaultmem's generic requests than to its best-ranked note.
 GENERIC_NOTICE = 3.0
-
-_DROP_REASONS = {
-    "no-answer": "the vault does not answer this prompt: not enough evidence in its first notes",
-    "no-evidence": "below the pointer band: not enough evidence of its own",
-    "below-min-score": "fused score under VAULTMEM_MIN_SCORE",
-    "beyond-k": "beyond --k",
-}
 
 
 def _band_of(hit: Any) -> str | None:
@@ -233,54 +227,6 @@ def _gate_fields(v: Any) -> dict[str, Any]:
         "band": v.delivery.value if v.delivery is not None else "none",
         "signals": {k: round(x, 3) for k, x in asdict(v.signals).items()} if v.signals else {},
     }
-
-
-def _band_line(v: Any, level: float) -> str:
-    """Which band a hit fell in and why: its score, the bands, and its strongest signals."""
-    from ..search import SIGNALS
-
-    cal = v.calibration
-    delivery = cal.band(v.score, level)
-    band = delivery.value if delivery is not None else "none"
-    parts = []
-    if v.signals is not None:
-        values = v.signals.vector_of()
-        contrib = sorted(
-            ((w * x, name) for w, x, name in zip(cal.hit_weights, values, SIGNALS, strict=True)),
-            key=lambda t: -abs(t[0]),
-        )
-        parts = [f"{name} {c:+.1f}" for c, name in contrib[:4] if abs(c) >= 0.05]
-    return (
-        f"gate: note scores {v.score:.2f} -> {band} band "
-        f"({', '.join(parts) or 'no signal'}); prompt scores {v.prompt_score:.2f}"
-    )
-
-
-def _explain_line(h: Any) -> str:
-    """One hit's score breakdown: each retriever's rank and score, and the gate's evidence."""
-    vec = (
-        f"vector #{h.vector_rank} (cos {h.vector_score:.3f})"
-        if h.vector_rank is not None
-        else "vector imputed (not embedded yet)"
-        if h.vector_imputed
-        else "vector -"
-    )
-    lex = (
-        f"lexical #{h.lexical_rank} (BM25 {h.lexical_score:.4f})"
-        if h.lexical_rank is not None
-        else "lexical imputed (other script)"
-        if h.lexical_imputed
-        else "lexical -"
-    )
-
-    def nats(x: float | None) -> str:
-        return "-" if x is None or x == float("-inf") else f"{x:.1f}"
-
-    return (
-        f"{vec}; {lex}; {h.matched_terms} terms matched; evidence: words "
-        f"{nats(h.lexical_evidence)}, vector {nats(h.vector_evidence)}; "
-        f"fused {h.fused:.5f}; commit {h.commit_sha[:7]}"
-    )
 
 
 @cli.command(name="context")

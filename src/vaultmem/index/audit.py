@@ -337,6 +337,21 @@ class BulkAllow:
         }
 
 
+def rule_release(
+    conn: Conn, vault: db.Vault, rule: str, pattern: str = "*"
+) -> tuple[list[str], dict[str, list[str]]]:
+    """What `allow_rule` would release, decided before anything changes (the count a person
+    confirms): the quarantined paths under `pattern` whose findings all come from `rule`, and
+    those it hits that also hit other rules (path -> the other rules), which stay."""
+    quarantined = [q for q in list_quarantined(conn, vault.id) if fnmatchcase(q.path, pattern)]
+    hit = [q for q in quarantined if rule in q.rule_ids]
+    paths = [q.path for q in hit if set(q.rule_ids) == {rule} and not q.allowed]
+    others = {
+        q.path: [r for r in q.rule_ids if r != rule] for q in hit if set(q.rule_ids) != {rule}
+    }
+    return paths, others
+
+
 def allow_rule(
     conn: Conn,
     vault: db.Vault,
@@ -352,12 +367,7 @@ def allow_rule(
     """Allow every quarantined file under `pattern` (a glob on the vault path) whose findings
     all come from `rule`: a reviewed false-positive rule, in bulk. Each allowance is bound to
     that file's blob, as `allow` binds one; a file that also hits another rule is left alone."""
-    quarantined = [q for q in list_quarantined(conn, vault.id) if fnmatchcase(q.path, pattern)]
-    hit = [q for q in quarantined if rule in q.rule_ids]
-    paths = [q.path for q in hit if set(q.rule_ids) == {rule} and not q.allowed]
-    others = {
-        q.path: [r for r in q.rule_ids if r != rule] for q in hit if set(q.rule_ids) != {rule}
-    }
+    paths, others = rule_release(conn, vault, rule, pattern)
     decisions = (
         _decide_many(conn, vault, paths, ReviewAction.ALLOWED, root, settings, embedder, embed, yes)
         if paths

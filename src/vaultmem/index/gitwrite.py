@@ -47,7 +47,7 @@ class WriteRefused(VaultmemError):
 @dataclass(frozen=True)
 class Written:
     path: str
-    blob: str
+    blob: str  # "" when the write removed the file
     commit: str
     previous_blob: str | None
 
@@ -180,7 +180,7 @@ def _refuse_what_git_hides(root: Path, path: str, at_head: str | None) -> None:
 def commit_file(
     root: Path,
     path: str,
-    data: bytes,
+    data: bytes | None,
     *,
     expect_blob: str | None,
     message: str,
@@ -189,8 +189,10 @@ def commit_file(
     """Commit `data` as `path` on the current branch through a private index.
 
     `expect_blob` must be the blob id of `path` at HEAD when the file exists (None when it
-    must not exist yet); otherwise the write is refused. Refuses mid-merge/rebase/bisect/
-    cherry-pick, on a detached HEAD, when `path` has uncommitted edits or goes through a link."""
+    must not exist yet); otherwise the write is refused. `data` None removes the file (an
+    inbox revert of a note the agent created), under the same checks. Refuses mid-merge/
+    rebase/bisect/cherry-pick, on a detached HEAD, when `path` has uncommitted edits or goes
+    through a link."""
     root = Path(_git(root, "rev-parse", "--show-toplevel"))
     git_dir = _git_dir(root)
     _check_path(root, path)
@@ -214,7 +216,7 @@ def _try_commit(
     root: Path,
     git_dir: Path,
     path: str,
-    data: bytes,
+    data: bytes | None,
     expect_blob: str | None,
     message: str,
     trailer_value: str,
@@ -240,7 +242,14 @@ def _try_commit(
     _refuse_what_git_hides(root, path, current)
     if _path_is_dirty(root, path):
         raise WriteRefused(f"{path} has uncommitted edits: commit or discard them first")
-    blob = _git(root, "hash-object", "-w", "--stdin", data=data)
+    if data is None and current is None:
+        raise WriteRefused(f"{path} does not exist at HEAD: there is nothing to remove")
+    blob = "" if data is None else _git(root, "hash-object", "-w", "--stdin", data=data)
+    entry = (
+        ["--force-remove", "--", path]
+        if data is None
+        else ["--add", "--cacheinfo", f"100644,{blob},{path}"]
+    )
     with tempfile.TemporaryDirectory(prefix="vaultmem-index-") as tmp:
         env = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"))
         env.update(
@@ -250,7 +259,7 @@ def _try_commit(
             GIT_COMMITTER_EMAIL=AGENT_EMAIL,
         )
         _git(root, "read-tree", old, env=env)
-        _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+        _git(root, "update-index", *entry, env=env)
         tree = _git(root, "write-tree", env=env)
         body = f"{message}\n\n{TRAILER}: {trailer_value}\n"
         body = _run_commit_hooks(root, env, body, Path(tmp))
@@ -276,7 +285,7 @@ def _try_commit(
         if (git_dir / "index").exists():
             shutil.copyfile(git_dir / "index", staged)
         env = dict(os.environ, GIT_INDEX_FILE=str(staged))
-        _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+        _git(root, "update-index", *entry, env=env)
         # Only now does the ref move (compare-and-swap); a refusal above left everything as
         # it was, and so does a HEAD that moved meanwhile (the caller tries again).
         moved = subprocess.run(
@@ -287,10 +296,16 @@ def _try_commit(
             if _git(root, "rev-parse", "-q", "--verify", "HEAD") != old:
                 return None
             raise WriteRefused(f"git update-ref failed: {_last_said(moved)}")
-        _write_file(root, path, data)
+        if data is None:
+            with contextlib.suppress(FileNotFoundError):
+                (root / path).unlink()  # clean (checked above), never a link on its way
+        else:
+            _write_file(root, path, data)
         shutil.copyfile(staged, lock)
         os.replace(lock, git_dir / "index")  # git's own way to commit an index
     # The new entry's file stat is refreshed once the lock is released (best effort).
+    if data is None:
+        return Written(path, blob, commit, current)
     subprocess.run(
         ["git", "-C", str(root), "update-index", "-q", "--refresh", "--", path],
         capture_output=True,

@@ -293,3 +293,50 @@ def vault_status(conn: db.Conn, stats: dict[str, Any]) -> VaultStatus:
         out.problem = str(exc)
     out.skipped = len(out.skipped_files)
     return out
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """What `vaultmem status` reports (and the web overview shows): the database, the schema
+    version, every vault's `VaultStatus`, the embedding workers and the backlog by model."""
+
+    database: str  # "bundled" or "external"
+    server: dict[str, Any]  # db.server_info: role, versions, TLS
+    schema_version: int
+    vaults: list[VaultStatus]
+    workers: list[Any]  # store.claims.WorkerRow
+    backlog_by_model: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        """`vaultmem status --json`."""
+        return {
+            "database": self.database,
+            "reachable": True,
+            **self.server,
+            "schema_version": self.schema_version,
+            "vaults": [v.to_dict() for v in self.vaults],
+            "workers": [w.to_dict() for w in self.workers],
+            "backlog_by_model": self.backlog_by_model,
+        }
+
+
+def status_report(settings: Settings) -> StatusReport:
+    """The one place the figures of `vaultmem status` are gathered, so the command and the web
+    overview never disagree."""
+    from ..store import claims
+
+    with db.connect(settings) as conn:
+        info = db.server_info(conn)
+        version = db.schema_version(conn)
+        rows = [vault_status(conn, v) for v in db.vault_stats(conn)] if version else []
+        workers = claims.workers(conn) if version >= 8 else []
+        backlog = claims.backlog_counts(conn) if version >= 8 else {}
+        conn.commit()
+    return StatusReport(
+        "external" if settings.database_url else "bundled",
+        info,
+        version,
+        rows,
+        list(workers),
+        backlog,
+    )

@@ -18,7 +18,9 @@ from .tables import IndexedAs
 __all__ = [
     "Held",
     "IndexedNote",
+    "NoteChunk",
     "NoteCounts",
+    "NoteRow",
     "RecentNote",
     "chunk_hashes",
     "chunk_texts",
@@ -27,7 +29,9 @@ __all__ = [
     "indexed_blobs",
     "indexed_note",
     "note_counts",
+    "note_chunks",
     "note_front_matter",
+    "note_rows",
     "note_paths_with_id",
     "note_titles",
     "note_warnings",
@@ -192,3 +196,45 @@ def recently_indexed(conn: Conn, vault_id: int, n: int) -> list[RecentNote]:
         (vault_id, n),
     ).fetchall()
     return [RecentNote(r["path"], r["title"], r["commit_sha"], r["indexed_at"]) for r in rows]
+
+
+class NoteRow(NamedTuple):
+    path: str
+    title: str
+    commit_sha: str
+    chunks: int
+
+
+def note_rows(
+    conn: Conn, vault_id: int, prefix: str = "", *, limit: int = 200, offset: int = 0
+) -> list[NoteRow]:
+    """The vault's notes under the path `prefix`, by path, with their chunk counts: a page of
+    `limit` from `offset` (the web room's browser)."""
+    rows = conn.execute(
+        "SELECT n.path, n.title, n.commit_sha,"
+        " (SELECT count(*) FROM memory_primary p WHERE p.vault_id = n.vault_id"
+        "  AND p.path = n.path) AS chunks"
+        " FROM memory_notes n WHERE n.vault_id = %s AND starts_with(n.path, %s)"
+        " ORDER BY n.path LIMIT %s OFFSET %s",
+        (vault_id, prefix, limit, offset),
+    ).fetchall()
+    return [NoteRow(r["path"], r["title"], r["commit_sha"], r["chunks"]) for r in rows]
+
+
+class NoteChunk(NamedTuple):
+    """One chunk of an indexed note and where it came from."""
+
+    chunk_index: int
+    heading: str
+    text: str
+    embedded: bool  # has a vector of some model yet
+
+
+def note_chunks(conn: Conn, vault_id: int, path: str) -> list[NoteChunk]:
+    """The chunks of the note at `path`, in order (empty when it is not an indexed note)."""
+    rows = conn.execute(
+        "SELECT chunk_index, heading, content, embedding IS NOT NULL AS embedded"
+        " FROM memory_primary WHERE vault_id = %s AND path = %s ORDER BY chunk_index",
+        (vault_id, path),
+    ).fetchall()
+    return [NoteChunk(r["chunk_index"], r["heading"], r["content"], r["embedded"]) for r in rows]

@@ -22,11 +22,13 @@ Usage:
   python bench/scale.py --replay 400           # also: the first 400 commits of tldr's history,
                                                # catch-up time per 100 commits
 Runs its own bundled PostgreSQL in a temporary VAULTMEM_HOME unless VAULTMEM_DATABASE_URL is set.
+Run it from a checkout nobody edits meanwhile (a `git worktree`): it imports vaultmem lazily.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -280,7 +282,10 @@ def main() -> None:
         words = Words()
         for n in sizes:
             results[n] = measure(work, n, words, args.maintenance)
-            print(f"  {n}: done", flush=True)
+            # Each size's figures as soon as it is measured (the table comes at the end).
+            print(
+                f"  {n}: " + json.dumps({k: round(v, 2) for k, v in results[n].items()}), flush=True
+            )
         base = results[sizes[0]]
         print("\n| measure | " + " | ".join(f"{n:,} notes" for n in sizes) + " |")
         print("|---|" + "---|" * len(sizes))

@@ -67,6 +67,9 @@ def test_the_hook_records_what_it_printed(indexed_vault):  # noqa: F811
     assert entry.chars == len(proc.stdout.decode().rstrip("\n"))
     assert entry.prompt_sha256 == injections.prompt_hash(PROMPT) and entry.prompt is None
     assert entry.session == "s-45"  # the session it answered: the web page's timeline
+    # Why it was given: its score and strongest signals, by the gate's verdict.
+    assert entry.signals[0].startswith("ops/postgres-backup.md: ")
+    assert " nats (" in entry.signals[0]
     raw = injections.log_path(user_home()).read_text(encoding="utf-8")
     assert "pg_restore" not in raw and PROMPT not in raw
     # nothing injected, nothing recorded

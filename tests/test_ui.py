@@ -340,10 +340,15 @@ def test_log_shows_a_delivered_passage_and_links_the_note(
             band="notes",
             passages=["deploy.md"],
             pointers=["notes/cache.md"],
+            signals=["deploy.md: 2.10 nats (coverage +1.9, lift +0.8)"],
             session="s-45",
         ),
     )
     page = open_page(server, browser, "/log")
+    # Why each note was given: its score and strongest signals, as the hook recorded them.
+    assert browser.evaluate("document.querySelector('span.why').innerText") == (
+        "deploy.md: 2.10 nats (coverage +1.9, lift +0.8)"
+    )
     assert "how many nodes run the service" in browser.text()
     assert browser.evaluate("document.querySelector('main h2').innerText") == "session s-45"
     forms = browser.evaluate(

@@ -150,6 +150,24 @@ class ContextResult:
     def left_out(self) -> tuple[str, ...]:
         return tuple(f"{x.path}: {x.reason}" for x in self.plan.left_out)
 
+    @property
+    def signals(self) -> tuple[str, ...]:
+        """Why each delivered note was given: "path: score nats (its strongest signals)", in
+        the block's order, for the injection log (no note text)."""
+        if self.retrieval is None:
+            return ()
+        from ..search.explain import strongest_signals
+
+        judged = {v.hit.path: v for v in self.retrieval.verdicts if v.kept}
+        out = []
+        for item in self.plan.items:
+            v = judged.get(item.path)
+            if v is not None:
+                out.append(
+                    f"{item.path}: {v.score:.2f} nats ({', '.join(strongest_signals(v, 3))})"
+                )
+        return tuple(out)
+
     def record(
         self,
         home: Path,
@@ -178,6 +196,7 @@ class ContextResult:
             second_opinion=self.second_opinion,
             passages=self.passages,
             left_out=self.left_out,
+            signals=self.signals,
             session=session,
         )
 

@@ -63,6 +63,9 @@ class Injection:
     # kept that the block had no room for, each as "path: why" (`agent.delivery.Plan`).
     passages: tuple[str, ...] = ()
     left_out: tuple[str, ...] = ()
+    # Why each delivered note was given, as "path: score nats (its strongest signals)" (the
+    # gate's verdict: `search.explain.strongest_signals`).
+    signals: tuple[str, ...] = ()
     # The Claude Code session the hook answered (its `session_id`), for a timeline per session;
     # None for the wrapper, MCP and records written before it was kept.
     session: str | None = None
@@ -71,7 +74,7 @@ class Injection:
         data = asdict(self)
         data["paths"] = list(self.paths)
         data["pointers"] = list(self.pointers)
-        for key in ("passages", "left_out"):
+        for key in ("passages", "left_out", "signals"):
             if getattr(self, key):
                 data[key] = list(getattr(self, key))
             else:
@@ -109,6 +112,7 @@ def make(
     second_opinion: bool = False,
     passages: Iterable[str] = (),
     left_out: Iterable[str] = (),
+    signals: Iterable[str] = (),
     session: str | None = None,
 ) -> Injection:
     """The record for one injection (pure apart from the clock)."""
@@ -127,6 +131,7 @@ def make(
         second_opinion=second_opinion,
         passages=tuple(passages),
         left_out=tuple(left_out),
+        signals=tuple(signals),
         session=session,
     )
 
@@ -165,6 +170,7 @@ def record(
     second_opinion: bool = False,
     passages: Sequence[str] = (),
     left_out: Sequence[str] = (),
+    signals: Sequence[str] = (),
     session: str | None = None,
 ) -> None:
     """Record one injection when the log is enabled (VAULTMEM_LOG_INJECTIONS)."""
@@ -181,6 +187,7 @@ def record(
             second_opinion=second_opinion,
             passages=passages,
             left_out=left_out,
+            signals=signals,
             session=session,
         )
         append(settings_home, entry)
@@ -217,6 +224,7 @@ def read(home: Path, last: int | None = None) -> list[Injection]:
                         second_opinion=data.get("second_opinion") is True,
                         passages=tuple(str(p) for p in data.get("passages") or ()),
                         left_out=tuple(str(p) for p in data.get("left_out") or ()),
+                        signals=tuple(str(p) for p in data.get("signals") or ()),
                         session=_optional_str(data.get("session")),
                     )
                 )

@@ -17,19 +17,28 @@ DROP_REASONS = {
 }
 
 
+def strongest_signals(v: Any, n: int = 4) -> list[str]:
+    """A verdict's `n` strongest signals by what each adds to its score in nats ("lift
+    +1.2"), strongest first; none without signals."""
+    if v.signals is None or v.calibration is None:
+        return []
+    values = v.signals.vector_of()
+    contrib = sorted(
+        (
+            (w * x, name)
+            for w, x, name in zip(v.calibration.hit_weights, values, SIGNALS, strict=True)
+        ),
+        key=lambda t: -abs(t[0]),
+    )
+    return [f"{name} {c:+.1f}" for c, name in contrib[:n] if abs(c) >= 0.05]
+
+
 def band_line(v: Any, level: float) -> str:
     """Which band a hit fell in and why: its score, the bands, and its strongest signals."""
     cal = v.calibration
     delivery = cal.band(v.score, level)
     band = delivery.value if delivery is not None else "none"
-    parts = []
-    if v.signals is not None:
-        values = v.signals.vector_of()
-        contrib = sorted(
-            ((w * x, name) for w, x, name in zip(cal.hit_weights, values, SIGNALS, strict=True)),
-            key=lambda t: -abs(t[0]),
-        )
-        parts = [f"{name} {c:+.1f}" for c, name in contrib[:4] if abs(c) >= 0.05]
+    parts = strongest_signals(v)
     return (
         f"gate: note scores {v.score:.2f} -> {band} band "
         f"({', '.join(parts) or 'no signal'}); prompt scores {v.prompt_score:.2f}"

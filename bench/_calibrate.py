@@ -227,7 +227,7 @@ def choose_bands(rows: Sequence[Row], cal: Calibration) -> Calibration:
 
 
 def rounded(cal: Calibration) -> Calibration:
-    """The calibration as it is written into the source (fusion.py)."""
+    """The calibration as it is written into the source (search/profiles.py)."""
     return Calibration(
         tuple(round(float(w), 4) for w in cal.hit_weights),
         round(float(cal.hit_bias), 3),
@@ -266,7 +266,7 @@ def deliver(row: Row, fusion: Fusion, *, level: float = 0.0, k: int = 5) -> list
 
 
 def source_text(cal: Calibration) -> str:
-    """The calibration as Python source, for fusion.py."""
+    """The calibration as Python source, for search/profiles.py."""
     c = rounded(cal)
     return (
         "Calibration(\n"

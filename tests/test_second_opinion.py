@@ -30,7 +30,7 @@ from vaultmem.search import (
     load_second_opinion,
     signals,
 )
-from vaultmem.search.fusion import DEFAULT_CALIBRATION, FUSION_PROFILES
+from vaultmem.search.profiles import DEFAULT_CALIBRATION, FUSION_PROFILES
 from vaultmem.store import claims, db
 
 USE = "use:universal-sentence-encoder-multilingual-3"

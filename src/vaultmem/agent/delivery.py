@@ -30,7 +30,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from ..index.lexical import matched_words, tokens
-from ..search.relevance import Delivery
+from ..search.hits import Delivery
 from . import render
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ everyday operations of software development (the refactoring catalogue's operati
 builds, reviews, version control), written for no vault. A prompt that matches one of them
 more closely than the model's noise ceiling is, in all likelihood, one of them; the gate then
 weighs that against the note (its `generic` signal, where the model's profile uses the requests:
-`search.fusion.Fusion.generic_requests`).
+`search.profiles.Fusion.generic_requests`).
 
 Design decisions:
 - The texts are embedded once per model as passages, as notes are, and kept as a .npy file

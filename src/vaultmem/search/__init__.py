@@ -2,7 +2,8 @@
 
 A prompt is analysed (`prompt`: content-free prompts search nothing), one SQL statement fetches
 its vector and full-text candidates (`candidates`: HNSW cosine and BM25), they are fused into
-one hit per note with the evidence each carries (`fusion`, per-model profiles), and the
+one hit per note with the evidence each carries (`fusion`; `hits` holds the values, `profiles`
+each model's fusion weights and gate calibrations), and the
 relevance gate decides what reaches the user (`relevance`; `embed.generic` tells prompts about
 generic coding work apart; a long-lived process adds a language-agnostic `second_opinion`).
 `retrieve` (`retrieval`: one frozen `Request` in, a `Retrieval` out) composes the steps for the
@@ -22,20 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .candidates import Candidates, fetch_candidates, has_vectors
-    from .fusion import (
-        FUSION_PROFILES,
-        Fusion,
-        Hit,
-        fuse,
-        fusion_for,
-        prepare_generic,
-    )
+    from .fusion import fuse, prepare_generic
+    from .hits import Delivery, Hit
     from .modes import Mode
+    from .profiles import FUSION_PROFILES, Fusion, fusion_for
     from .prompt import Prompt, is_content_free, script_of
     from .relevance import (
         SIGNALS,
         Calibration,
-        Delivery,
         Drop,
         Outcome,
         QueryStats,
@@ -101,19 +96,19 @@ _HOME = {
     "Candidates": "candidates",
     "fetch_candidates": "candidates",
     "has_vectors": "candidates",
-    "FUSION_PROFILES": "fusion",
-    "Fusion": "fusion",
-    "Hit": "fusion",
     "fuse": "fusion",
-    "fusion_for": "fusion",
     "prepare_generic": "fusion",
+    "Delivery": "hits",
+    "Hit": "hits",
+    "FUSION_PROFILES": "profiles",
+    "Fusion": "profiles",
+    "fusion_for": "profiles",
     "Mode": "modes",
     "Prompt": "prompt",
     "is_content_free": "prompt",
     "script_of": "prompt",
     "SIGNALS": "relevance",
     "Calibration": "relevance",
-    "Delivery": "relevance",
     "Drop": "relevance",
     "Outcome": "relevance",
     "QueryStats": "relevance",

@@ -31,8 +31,8 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from ..embed import generic
-from .fusion import Fusion, fusion_or_default
 from .modes import Mode
+from .profiles import Fusion, fusion_or_default
 from .prompt import index_is_stemmed, search_terms, tsquery_text
 
 if TYPE_CHECKING:

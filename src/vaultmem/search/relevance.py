@@ -20,7 +20,7 @@ Design decisions:
   its first hits together), and is this note one of the answers (the hit's score). Both are
   logistic models read in nats, fitted per embedding model on six dev corpora of different
   shapes, each corpus reported only with a fit made without it (bench/relevance.py,
-  leave-one-corpus-out); they live in the model's `fusion.Fusion` profile (`Calibration`).
+  leave-one-corpus-out); they live in the model's profile (`profiles.Fusion`, `Calibration`).
 - A second, language-agnostic opinion where a long-lived process can afford it: the warm
   service and the MCP server also ask Universal Sentence Encoder multilingual
   (`second_opinion`), which adds its own candidate list and every candidate's cosine by it
@@ -41,19 +41,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .fusion import Fusion, Hit
-
-
-class Delivery(StrEnum):
-    """How a kept hit reaches the user."""
-
-    TEXT = "text"  # the note's text, in the fenced block (its best lines when it is long)
-    # its few lines that hold the prompt's words (`agent.delivery`): evidence between the two
-    PASSAGE = "passage"
-    POINTER = "pointer"  # one line: path, title, heading, why; the agent reads it with `get`
+from .hits import Delivery, Hit
 
 
 class Outcome(StrEnum):
@@ -327,7 +317,20 @@ def outcome_of(hits: Sequence[Hit]) -> Outcome:
     return Outcome.POINTERS if Delivery.POINTER in kept else Outcome.NOTHING
 
 
-def calibration_for(fusion: Fusion, stats: QueryStats) -> Calibration:
+class Profile(Protocol):
+    """What the gate reads of a model's profile (`profiles.Fusion`): its calibrations. A
+    protocol, so that the profiles, which hold `Calibration` values, import this module and
+    not the other way round."""
+
+    @property
+    def calibration(self) -> Calibration: ...
+    @property
+    def lexical_calibration(self) -> Calibration: ...
+    @property
+    def second_calibration(self) -> Calibration | None: ...
+
+
+def calibration_for(fusion: Profile, stats: QueryStats) -> Calibration:
     """The calibration a search is judged by: without a single vector candidate (a lexical
     search, a vault before its first vectors) the lexical-only one, fitted on such searches;
     with the second opinion's cosines the one fitted with them; else the profile's own."""
@@ -341,7 +344,7 @@ def calibration_for(fusion: Fusion, stats: QueryStats) -> Calibration:
 def gate(
     hits: Sequence[Hit],
     *,
-    fusion: Fusion,
+    fusion: Profile,
     stats: QueryStats,
     min_score: float = 0.0,
     k: int = 5,

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 from .. import store
 from ..index.freshness import fresh_hits
 from .candidates import Candidates, fetch_candidates
-from .fusion import Fusion, Hit, fuse, fusion_or_default
+from .fusion import fuse
+from .hits import Hit
 from .modes import Mode
+from .profiles import Fusion, fusion_or_default
 from .prompt import Prompt, script_of
 from .relevance import PROMPT_WINDOW, Drop, Outcome, QueryStats, Verdict, gate, outcome_of
 

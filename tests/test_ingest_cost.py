@@ -210,3 +210,37 @@ def test_chunks_keep_their_line_numbers_and_text_when_written_in_one_statement(c
     assert rows and all(r["line_map"] and all(n >= 0 for n in r["line_map"]) for r in rows)
     assert any("'quotes' and \"more\"" in r["content"] for r in rows)
     assert [r["chunk_index"] for r in rows] == list(range(len(rows)))
+
+
+def test_a_run_that_writes_many_rows_refreshes_the_planners_statistics(
+    conn, vault, monkeypatch
+) -> None:
+    # Until autovacuum comes by, a table just built is planned as it was before (every vector
+    # NULL, an empty lexicon): a run that wrote many rows analyzes the tables itself.
+    def analyzed() -> set[str]:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        rows = conn.execute(
+            "SELECT relname FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL"
+            " AND relname = ANY(%s)",
+            (list(WATCHED),),
+        ).fetchall()
+        return {r["relname"] for r in rows}
+
+    for i in range(3):
+        vault.write(f"n{i}.md", f"# N{i}\n\n{_prose(i)}\n")
+    vault.commit("three notes")
+    monkeypatch.setattr(ingest, "ANALYZE_AFTER_ROWS", 10_000)
+    index(vault.root)
+    assert analyzed() == set()  # a small run leaves it to autovacuum
+    monkeypatch.setattr(ingest, "ANALYZE_AFTER_ROWS", 3)
+    vault.write(
+        "n3.md", f"# N3\n\n{_prose(3)}\n\n## Two\n\n{_prose(4)}\n\n## Three\n\n{_prose(5)}\n"
+    )
+    vault.commit("a fourth")
+    index(vault.root)
+    # Its statistics arrive when its backend reports them (on exit, after the run).
+    for _ in range(400):
+        if analyzed() == set(WATCHED):
+            break
+        time.sleep(0.05)
+    assert analyzed() == set(WATCHED)

@@ -720,9 +720,19 @@ def _run_passes(
         raise
     finally:
         ing.tracker.finish()
+    if total.chunks_written + total.embedded + total.reused >= ANALYZE_AFTER_ROWS:
+        # A build, a rebuild or a backlog drained: the planner's statistics still describe the
+        # tables before it (every vector NULL, an empty lexicon), and until autovacuum gets to
+        # them a one-note commit's statements are planned for a table they no longer match
+        # (bench/scale.py: sequential scans of the whole vault at 5,000 notes).
+        store.refresh_statistics(conn)
     _record(ing, total, started)
     conn.close()
     return total
+
+
+# Rows a run must write (chunks, vectors) before it refreshes the planner's statistics itself.
+ANALYZE_AFTER_ROWS = 1000
 
 
 def _merge(total: IngestResult, part: IngestResult) -> None:

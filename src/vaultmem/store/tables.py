@@ -273,6 +273,15 @@ def prune_embedding_cache(conn: Conn, hashes: Sequence[str] | None = None) -> in
     return int(row["n"]) if row else 0
 
 
+def refresh_statistics(conn: Conn) -> None:
+    """ANALYZE the tables a catch-up plans its statements on (the chunks, the lexicon, the
+    vector cache), committed. A role that does not own them gets PostgreSQL's warning and
+    autovacuum's statistics: nothing fails."""
+    for table in ("memory_primary", "memory_lexicon", "embedding_cache"):
+        conn.execute(f"ANALYZE {table}")
+    conn.commit()
+
+
 def collect_garbage(conn: Conn) -> dict[str, int]:
     """What `vaultmem gc` removes: cached vectors no chunk uses, lexemes no chunk holds."""
     cache = prune_embedding_cache(conn)

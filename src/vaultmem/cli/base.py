@@ -16,6 +16,7 @@ from .. import __version__
 from ..config import Settings, load_settings
 from ..dburl import redact_url
 from ..errors import VaultmemError
+from ..index.statedir import duration as duration
 from ..terminal import clean, json_safe
 
 
@@ -236,11 +237,3 @@ def print_result(result: Any, as_json: bool) -> None:
     echo(f"{result.mode}{span}: {result.summary()}")
     for path, reason in sorted(result.skip_reasons.items()):
         echo(f"  skipped {path!r}: {reason}")
-
-
-def duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 5400:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"

@@ -199,6 +199,16 @@ def wait_until_let_in(files: StateFiles, limit: float = 30.0) -> None:
 # --- what other processes read: progress and the hook log ---------------------------------------
 
 
+def duration(seconds: float) -> str:
+    """A time left for people (`vaultmem status`, `init`, the ui's overview): seconds, minutes
+    or hours, whichever reads best."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 class ProgressFile:
     """The live state of an embedding backlog drain, for `vaultmem status` (another process).
 

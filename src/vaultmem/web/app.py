@@ -32,6 +32,7 @@ from .. import vaults
 from ..config import Settings, load_settings, user_home
 from ..dburl import redact_url
 from ..errors import ConfirmationRequired, VaultmemError
+from ..index.statedir import duration
 from .security import Guard, Secret, check_csrf
 
 # How many of the latest injections the log page shows, and notes a browse page lists.
@@ -41,15 +42,7 @@ NOTES_PAGE = 200
 _env = Environment(loader=PackageLoader("vaultmem.web", "templates"), autoescape=True)
 
 
-def duration(seconds: float) -> str:
-    """A time left for people, as `vaultmem status` words it."""
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 5400:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
-
-
+# A time left, in `vaultmem status`'s words (one function for both).
 _env.filters["duration"] = duration
 
 

@@ -136,21 +136,6 @@ def seq_scans(conn) -> dict[str, int]:  # noqa: ANN001
     return {r["relname"]: int(r["seq_scan"]) for r in rows}
 
 
-def settled_scans(conn, before_writes: int) -> dict[str, int]:  # noqa: ANN001
-    """Scan counters once the catch-up's backend has flushed its statistics (it exits after
-    the run; its writes to memory_notes show up in the same flush)."""
-    for _ in range(200):
-        conn.execute("SELECT pg_stat_clear_snapshot()")
-        row = conn.execute(
-            "SELECT n_tup_upd + n_tup_ins + n_tup_del AS w FROM pg_stat_user_tables"
-            " WHERE relname = 'memory_notes'"
-        ).fetchone()
-        if int(row["w"]) > before_writes:
-            break
-        time.sleep(0.05)
-    return seq_scans(conn)
-
-
 def note_writes(conn) -> int:  # noqa: ANN001
     conn.execute("SELECT pg_stat_clear_snapshot()")
     row = conn.execute(
@@ -158,6 +143,16 @@ def note_writes(conn) -> int:  # noqa: ANN001
         " WHERE relname = 'memory_notes'"
     ).fetchone()
     return int(row["w"])
+
+
+def settled_scans(conn, before_writes: int) -> dict[str, int]:  # noqa: ANN001
+    """Scan counters once the catch-up's backend has flushed its statistics (it exits after
+    the run; its writes to memory_notes show up in the same flush)."""
+    for _ in range(200):
+        if note_writes(conn) > before_writes:
+            break
+        time.sleep(0.05)
+    return seq_scans(conn)
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -197,13 +197,45 @@ CREATE OR REPLACE TRIGGER memory_primary_lexical_changed
 -- Embeddings by content, so a rename, a revert or an unchanged chunk never costs a new call.
 -- Rows no chunk refers to are pruned by `vaultmem rebuild` and `vaultmem gc`, and at once when
 -- a note is quarantined (its old vectors are of text now known to be sensitive).
+--
+-- Each entry records the role that wrote it (`written_by`, schema version 9), and a vector is
+-- used for a chunk only when its writer may write that chunk's vault (the vault's owner, or a
+-- role granted the owner's role: the owner's own machines and the worker roles it trusts;
+-- `vaultmem_trusts`). Anyone else's entry for the same text is another trust domain's and is
+-- never read for this vault: a member who caches a wrong vector (of another topic, of another
+-- dimension) for a text others also hold changes only what their own vaults use. So the
+-- primary key holds the writer: one entry per text, model and trust domain.
+CREATE OR REPLACE FUNCTION vaultmem_current_role() RETURNS oid
+    LANGUAGE sql STABLE AS $$ SELECT oid FROM pg_roles WHERE rolname = current_user $$;
 CREATE TABLE IF NOT EXISTS embedding_cache (
     model_id      text NOT NULL,
     content_hash  text NOT NULL,
     embedding     vector NOT NULL,
     created_at    timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (model_id, content_hash)
+    written_by    oid NOT NULL DEFAULT vaultmem_current_role(),
+    PRIMARY KEY (model_id, content_hash, written_by)
 );
+ALTER TABLE embedding_cache ADD COLUMN IF NOT EXISTS written_by oid NOT NULL
+    DEFAULT vaultmem_current_role();
+DO $$ BEGIN
+    -- Before version 9 the key was (model_id, content_hash): the first writer's vector served
+    -- every role (migrations.m009 deleted those entries, whose writers are unknown).
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint c JOIN pg_attribute a
+                     ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
+                   WHERE c.conrelid = 'embedding_cache'::regclass AND c.contype = 'p'
+                     AND a.attname = 'written_by') THEN
+        ALTER TABLE embedding_cache DROP CONSTRAINT IF EXISTS embedding_cache_pkey;
+        ALTER TABLE embedding_cache ADD PRIMARY KEY (model_id, content_hash, written_by);
+    END IF;
+END $$;
+-- Is a vector written by `writer` fit for a chunk of a vault owned by `owner`? Only when the
+-- writer may write that vault itself (a role with no such right could have put anything there).
+-- A role dropped since has no rights: NULL, never true.
+CREATE OR REPLACE FUNCTION vaultmem_trusts(writer oid, owner oid) RETURNS boolean
+    LANGUAGE sql STABLE AS $$
+    SELECT coalesce(EXISTS (SELECT 1 FROM pg_roles WHERE oid = writer)
+                    AND EXISTS (SELECT 1 FROM pg_roles WHERE oid = owner)
+                    AND pg_has_role(writer, owner, 'USAGE'), false) $$;
 
 -- Files kept out of search because they look sensitive, with why. Never holds the secret text:
 -- only rule ids, line numbers and categories.
@@ -433,16 +465,31 @@ BEGIN
                            t || '_write', t, writable, writable);
         END IF;
     END LOOP;
-    -- A cached vector is seen by a role that holds a chunk of that very text, and added by one
-    -- that does: the cache is shared server-wide without showing anyone another's notes.
+    -- A cached vector is seen by a role that sees a chunk of that very text in a vault whose
+    -- owner trusts the entry's writer (so neither another member's vector nor the fact that
+    -- another member holds a text is shown); added by a role that holds such a chunk, in its
+    -- own name, for a vault it may write; changed and deleted by its writer, or by a role the writer acts for (`vaultmem
+    -- gc --cache`). Version 9 replaced the policies of version 8 (any holder of a text saw
+    -- every entry for it).
     IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = current_schema()
-                   AND tablename = 'embedding_cache' AND policyname = 'embedding_cache_read') THEN
-        CREATE POLICY embedding_cache_read ON embedding_cache FOR SELECT USING (
-            EXISTS (SELECT 1 FROM memory_primary p
-                     WHERE p.content_hash = embedding_cache.content_hash));
-        CREATE POLICY embedding_cache_write ON embedding_cache FOR INSERT WITH CHECK (
-            EXISTS (SELECT 1 FROM memory_primary p
-                     WHERE p.content_hash = embedding_cache.content_hash));
+                   AND tablename = 'embedding_cache'
+                   AND policyname = 'embedding_cache_trusted') THEN
+        DROP POLICY IF EXISTS embedding_cache_read ON embedding_cache;
+        DROP POLICY IF EXISTS embedding_cache_write ON embedding_cache;
+        CREATE POLICY embedding_cache_trusted ON embedding_cache FOR SELECT USING (
+            EXISTS (SELECT 1 FROM memory_primary p JOIN vaults v ON v.id = p.vault_id
+                     WHERE p.content_hash = embedding_cache.content_hash
+                       AND vaultmem_trusts(embedding_cache.written_by, v.owner)));
+        CREATE POLICY embedding_cache_add ON embedding_cache FOR INSERT WITH CHECK (
+            written_by = vaultmem_current_role()
+            AND EXISTS (SELECT 1 FROM memory_primary p JOIN vaults v ON v.id = p.vault_id
+                         WHERE p.content_hash = embedding_cache.content_hash
+                           AND vaultmem_may_write(v.owner)));
+        CREATE POLICY embedding_cache_fix ON embedding_cache FOR UPDATE
+            USING (written_by = vaultmem_current_role())
+            WITH CHECK (written_by = vaultmem_current_role());
+        CREATE POLICY embedding_cache_purge ON embedding_cache FOR DELETE
+            USING (vaultmem_trusts(written_by, vaultmem_current_role()));
     END IF;
     -- A worker's row is its role's to write; every member sees them (`vaultmem status`).
     IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = current_schema()

@@ -19,6 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from sample_notes import NOTES, add_note
+from team_server import TeamServer
 
 from vaultmem import vaults
 from vaultmem.embed import HashEmbedder
@@ -198,3 +199,20 @@ def indexed_vault(conn: psycopg.Connection, vault: Vault) -> Vault:
     conn.commit()
     vaults.register(vault.root, database_url=os.environ["VAULTMEM_DATABASE_URL"])
     return vault
+
+
+# The team server (tests/team_server.py), one per session for every file that uses it.
+@pytest.fixture(scope="session")
+def team() -> Iterator[TeamServer]:
+    from team_server import team_server
+
+    with team_server() as server:
+        yield server
+
+
+@pytest.fixture
+def team_db(team: TeamServer) -> Iterator[str]:
+    """A fresh database on the team server, owned by vaultmem_admin, dropped afterwards."""
+    name = team.new_database()
+    yield name
+    team.drop_database(name)

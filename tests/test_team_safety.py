@@ -7,8 +7,10 @@ the definer functions' privileges.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -16,7 +18,7 @@ import pytest
 from conftest import git
 from psycopg.rows import dict_row
 from team_server import TeamServer
-from test_team import Machine, admin_conn
+from test_team import Machine, admin_conn, wait_for
 
 from vaultmem.embed.hashing import HashEmbedder
 from vaultmem.index import markdown
@@ -134,3 +136,184 @@ def test_another_topics_vector_cached_for_harmless_text_leaves_alices_results_al
             "SELECT count(*) AS n FROM embedding_cache WHERE content_hash = %s", (h,)
         ).fetchone()
     assert n is not None and n["n"] >= 1
+
+
+# --- a frozen writer --------------------------------------------------------------------------
+
+FROZEN_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from typing import Any
+from vaultmem.store import db
+from vaultmem.index.lease import VaultLease
+conn = db.connect_url(sys.argv[1], purpose="vaultmem-ingest")
+vault = db.find_vault(conn, Path(sys.argv[2]), installation=sys.argv[3])
+lease = VaultLease(conn, vault, float(sys.argv[4]))
+lease.acquire()
+with lease.writing():
+    conn.execute("UPDATE index_state SET updated_at = now() WHERE vault_id = %s", (vault.id,))
+    print("frozen", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)  # a laptop suspended mid-transaction
+    conn.execute("SELECT 1")
+"""
+
+
+def test_a_writer_stopped_mid_transaction_is_taken_over_after_its_lease(
+    team: TeamServer, schema: str, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    alice = Machine(tmp_path, "alice", team.url(schema, "alice"))
+    alice.env["VAULTMEM_WRITER_LEASE"] = "3"
+    repo = _vault(tmp_path, "alice-notes", {"a.md": "# A\n\nalpha\n"})
+    alice.run("init", "--vault", str(repo), "--no-hooks")
+    (repo / "b.md").write_text("# B\n\nbeta\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "b")
+    frozen = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            FROZEN_WRITER,
+            alice.url,
+            str(repo.resolve()),
+            alice.installation(),
+            "12",  # its lease: longer than the next writer takes to start
+        ],
+        env=alice.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    ingest = None
+    try:
+        assert frozen.stdout is not None and frozen.stdout.readline().strip() == "frozen"
+        ingest = subprocess.Popen(
+            [sys.executable, "-m", "vaultmem", "ingest", "--vault", str(repo)],
+            cwd=alice.dir,
+            env=alice.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        # An event, not a clock: the ingest ends (the hang guard is far beyond lease + 10 s,
+        # and far below the ~650 s a frozen writer held the vault for before).
+        wait_for(lambda: ingest.poll() is not None, "the next writer to take over", 120)
+        out, err = ingest.communicate()
+        assert ingest.returncode == 0, err
+        assert "Traceback" not in err
+        assert "within 0 s" not in err
+        assert "waiting for another writer" in err, (out, err)
+    finally:
+        for proc in (frozen, ingest):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+                proc.wait()
+    with psycopg.connect(team.url(schema, "alice"), row_factory=dict_row) as conn:
+        notes = conn.execute("SELECT path FROM memory_notes ORDER BY 1").fetchall()
+    assert [r["path"] for r in notes] == ["a.md", "b.md"]
+
+
+# --- roles set up wrong, connections that fail ------------------------------------------------
+
+
+@pytest.fixture
+def outsider(team: TeamServer, schema: str) -> Iterator[str]:
+    """A login role outside vaultmem_member, allowed to create tables in the database (a
+    would-be second owner), reaching the server directly (the pooler knows only its own users)."""
+    import uuid
+
+    role = f"outsider_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(team.direct_url(), autocommit=True) as su:
+        su.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'team-pw'")
+    with psycopg.connect(team.direct_url(schema), autocommit=True) as su:
+        su.execute(f"GRANT CREATE ON SCHEMA public TO {role}")
+    try:
+        yield role
+    finally:
+        with psycopg.connect(team.direct_url(schema), autocommit=True) as su:
+            su.execute(f"DROP OWNED BY {role}")
+        with psycopg.connect(team.direct_url(), autocommit=True) as su:
+            su.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def _one_sentence(proc: Any, code: int) -> str:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("status",), ("init", "--no-hooks"), ("vaults", "add", "--shared", "team")],
+    ids=["status", "init", "vaults-add-shared"],
+)
+def test_a_role_outside_vaultmem_member_gets_one_sentence_and_nothing_registered(
+    team: TeamServer, schema: str, outsider: str, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    repo = _vault(tmp_path, "notes", {"a.md": "# A\n\nalpha\n"})
+    who = Machine(tmp_path, "outsider", team.direct_url(schema, outsider))
+    args = [*command, "--vault", str(repo)] if command[0] == "init" else list(command)
+    line = _one_sentence(who.run(*args, check=False), 12)
+    assert f"role {outsider} is not a member of vaultmem_member" in line
+    assert f"GRANT vaultmem_member TO {outsider}" in line
+    assert not (who.dir / "config" / "vaultmem" / "config.toml").exists()
+
+
+def test_connection_failures_each_get_their_own_sentence(
+    team: TeamServer, schema: str, tmp_path: Path
+) -> None:
+    import socket
+
+    from team_server import PASSWORD, free_port, make_certificates
+
+    from vaultmem.errors import DatabaseUnavailable
+
+    def failure(url: str, timeout: int = 5) -> str:
+        with pytest.raises(DatabaseUnavailable) as caught:
+            db.connect_url(url, timeout=timeout)
+        text = str(caught.value)
+        assert PASSWORD not in text
+        return text
+
+    good = team.url(schema, "alice")
+    assert "password" in failure(good.replace(f":{PASSWORD}@", ":wrong@")).lower()
+    assert "authentication" in failure(good.replace(f":{PASSWORD}@", ":wrong@"))
+    other_ca, _, _ = make_certificates(tmp_path, name="another CA")
+    assert "TLS" in failure(good.replace(str(team.ca), str(other_ca)))
+    no_tls = f"postgresql://alice:{PASSWORD}@127.0.0.1:{team.pg_port}/{schema}?sslmode=require"
+    assert "does not offer TLS" in failure(no_tls)
+    down = free_port()
+    assert "nothing is listening" in failure(good.replace(str(team.bouncer_port), str(down)))
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(5)
+        port = silent.getsockname()[1]
+        assert "did not answer" in failure(good.replace(str(team.bouncer_port), str(port)), 2)
+    sentences = {
+        failure(good.replace(f":{PASSWORD}@", ":wrong@")).split(":")[0],
+        failure(good.replace(str(team.ca), str(other_ca))).split(":")[0],
+        failure(no_tls).split(":")[0],
+        failure(good.replace(str(team.bouncer_port), str(down))).split(":")[0],
+    }
+    assert len(sentences) == 4
+
+
+def test_reads_refuse_a_schema_newer_than_the_code(
+    team: TeamServer, schema: str, tmp_path: Path
+) -> None:
+    alice = Machine(tmp_path, "alice", team.url(schema, "alice"))
+    repo = _vault(tmp_path, "alice-notes", {"lunch.md": HARMLESS})
+    alice.run("init", "--vault", str(repo), "--no-hooks")
+    assert "noodle" in alice.run("query", "--vault", str(repo), "team lunch noodle").stdout
+    with admin_conn(team, schema) as conn:
+        conn.execute("INSERT INTO vaultmem_schema (version) VALUES (99)")
+        conn.commit()
+    for args in (("status",), ("query", "--vault", str(repo), "team lunch noodle")):
+        line = _one_sentence(alice.run(*args, check=False), 5)
+        assert "schema is version 99, newer than this vaultmem" in line, args
+    assert "noodle" not in alice.hook("where is the team lunch?", cwd=repo)

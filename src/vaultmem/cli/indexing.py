@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..config import load_settings
-from ..errors import DriftDetected
+from ..errors import DriftDetected, SchemaError
 from .base import (
     ProgressBar,
     cli,
@@ -202,8 +202,11 @@ def status(as_json: bool) -> None:
 
     settings = settings_for()
     with db.connect(settings) as conn:
+        db.check_role(conn)
         info = db.server_info(conn)
         version = db.schema_version(conn)
+        if version > db.SCHEMA_VERSION:
+            raise SchemaError(db.newer_schema(version))
         vaults = [vault_status(conn, v) for v in db.vault_stats(conn)] if version else []
         workers = claims.workers(conn) if version >= 8 else []
         backlog = claims.backlog_counts(conn) if version >= 8 else {}

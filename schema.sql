@@ -356,10 +356,14 @@ DO $$ BEGIN
                                     WHERE p.content_hash = c.content_hash)
                 RETURNING 1)
             SELECT count(*) FROM gone $body$ $f$, current_schema());
+    -- Whether the calling role may write vault `v` (it owns it, or is a member of its owner):
+    -- a yes or no about the caller, never another vault's owner (version 8's
+    -- vaultmem_vault_owner returned the owner of any vault id, which enumerated them).
     EXECUTE format($f$
-        CREATE OR REPLACE FUNCTION vaultmem_vault_owner(v integer) RETURNS oid
+        CREATE OR REPLACE FUNCTION vaultmem_owns_vault(v integer) RETURNS boolean
             LANGUAGE sql STABLE SECURITY DEFINER SET search_path = %I, pg_temp AS $body$
-            SELECT owner FROM vaults WHERE id = v $body$ $f$, current_schema());
+            SELECT coalesce((SELECT pg_has_role(session_user, owner, 'USAGE')
+                             FROM vaults WHERE id = v), false) $body$ $f$, current_schema());
     -- A model's HNSW index (store.db.ensure_vector_index): only a table's owner may create an
     -- index, and the first member to use a new model must not need to be one.
     EXECUTE format($f$
@@ -368,8 +372,16 @@ DO $$ BEGIN
             RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
             SET search_path = %I, pg_temp AS $body$
             BEGIN
-                IF index_name !~ '^memory_primary_hnsw_[0-9a-f]{12}$' OR dimension < 1 THEN
+                IF index_name !~ '^memory_primary_hnsw_[0-9a-f]{12}$'
+                   OR dimension NOT BETWEEN 1 AND 2000 OR length(model) NOT BETWEEN 1 AND 200 THEN
                     RAISE EXCEPTION 'not a vaultmem vector index: %%', index_name;
+                END IF;
+                -- Only for a model a vault the caller may write uses: no member creates indexes
+                -- (as the tables' owner) for models nobody indexes.
+                IF NOT EXISTS (SELECT 1 FROM index_state s JOIN vaults v ON v.id = s.vault_id
+                                WHERE s.model_id = model
+                                  AND pg_has_role(session_user, v.owner, 'USAGE')) THEN
+                    RAISE EXCEPTION 'no vault of role %% uses model %%', session_user, model;
                 END IF;
                 EXECUTE format('CREATE INDEX IF NOT EXISTS %%I ON memory_primary USING hnsw '
                                '((embedding::vector(%%s)) vector_cosine_ops) WHERE model_id = %%L',
@@ -382,8 +394,16 @@ DO $$ BEGIN
             RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
             SET search_path = %I, pg_temp AS $body$
             BEGIN
-                IF index_name !~ '^memory_primary_agnostic_[0-9a-f]{12}$' OR dimension < 1 THEN
+                IF index_name !~ '^memory_primary_agnostic_[0-9a-f]{12}$'
+                   OR dimension NOT BETWEEN 1 AND 2000 OR length(model) NOT BETWEEN 1 AND 200 THEN
                     RAISE EXCEPTION 'not a vaultmem second opinion index: %%', index_name;
+                END IF;
+                -- Only for a caller with a vault to fill, and a few models at most.
+                IF NOT EXISTS (SELECT 1 FROM vaults v
+                                WHERE pg_has_role(session_user, v.owner, 'USAGE'))
+                   OR (SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema()
+                         AND indexname LIKE 'memory\_primary\_agnostic\_%%') >= 8 THEN
+                    RAISE EXCEPTION 'role %% may not add a second opinion index', session_user;
                 END IF;
                 EXECUTE format('CREATE INDEX IF NOT EXISTS %%I ON memory_primary USING hnsw '
                                '((agnostic::vector(%%s)) vector_cosine_ops) '
@@ -445,14 +465,15 @@ BEGIN
     END IF;
     -- Its readers: seen by the vault's owner and by each reader; granted by the owner.
     IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = current_schema()
-                   AND tablename = 'vault_readers' AND policyname = 'vault_readers_read') THEN
-        CREATE POLICY vault_readers_read ON vault_readers FOR SELECT USING (
-            pg_has_role(current_user, reader, 'MEMBER')
-            OR vaultmem_may_write(vaultmem_vault_owner(vault_id)));
-        CREATE POLICY vault_readers_write ON vault_readers FOR ALL
-            USING (vaultmem_may_write(vaultmem_vault_owner(vault_id)))
-            WITH CHECK (vaultmem_may_write(vaultmem_vault_owner(vault_id)));
+                   AND tablename = 'vault_readers' AND policyname = 'vault_readers_seen') THEN
+        DROP POLICY IF EXISTS vault_readers_read ON vault_readers;   -- version 8's
+        DROP POLICY IF EXISTS vault_readers_write ON vault_readers;
+        CREATE POLICY vault_readers_seen ON vault_readers FOR SELECT USING (
+            pg_has_role(current_user, reader, 'MEMBER') OR vaultmem_owns_vault(vault_id));
+        CREATE POLICY vault_readers_granted ON vault_readers FOR ALL
+            USING (vaultmem_owns_vault(vault_id)) WITH CHECK (vaultmem_owns_vault(vault_id));
     END IF;
+    DROP FUNCTION IF EXISTS vaultmem_vault_owner(integer);
     -- Every table of a vault's index follows its vault.
     FOREACH t IN ARRAY ARRAY['index_state', 'memory_notes', 'memory_primary',
                              'memory_lexical_stats', 'memory_lexicon', 'memory_secure_audit',
@@ -491,12 +512,14 @@ BEGIN
         CREATE POLICY embedding_cache_purge ON embedding_cache FOR DELETE
             USING (vaultmem_trusts(written_by, vaultmem_current_role()));
     END IF;
-    -- A worker's row is its role's to write; every member sees them (`vaultmem status`).
+    -- A worker's row (its host name, pid and counts) is its role's to see and write, and the
+    -- tables' owner's (`vaultmem status`); version 8 showed every member everyone's.
     IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = current_schema()
                    AND tablename = 'embedding_workers'
-                   AND policyname = 'embedding_workers_read') THEN
-        CREATE POLICY embedding_workers_read ON embedding_workers FOR SELECT USING (true);
-        CREATE POLICY embedding_workers_write ON embedding_workers FOR ALL
+                   AND policyname = 'embedding_workers_own') THEN
+        DROP POLICY IF EXISTS embedding_workers_read ON embedding_workers;
+        DROP POLICY IF EXISTS embedding_workers_write ON embedding_workers;
+        CREATE POLICY embedding_workers_own ON embedding_workers FOR ALL
             USING (vaultmem_may_write(role)) WITH CHECK (vaultmem_may_write(role));
     END IF;
     FOREACH t IN ARRAY ARRAY['vaults', 'vault_readers', 'index_state', 'memory_notes',
@@ -514,4 +537,25 @@ BEGIN
         GRANT SELECT ON vaultmem_schema TO vaultmem_member;
         GRANT USAGE ON SEQUENCE vaults_id_seq TO vaultmem_member;
     END IF;
+END $$;
+
+-- The functions that run as the tables' owner (SECURITY DEFINER) are not PUBLIC's: only
+-- vaultmem_member's (and the owner's), each checking its arguments and its caller itself.
+DO $$
+DECLARE
+    f text;
+    has_member constant boolean :=
+        EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'vaultmem_member');
+BEGIN
+    FOREACH f IN ARRAY ARRAY['vaultmem_prune_embedding_cache(text[])',
+                             'vaultmem_owns_vault(integer)',
+                             'vaultmem_ensure_vector_index(text,text,integer)',
+                             'vaultmem_ensure_agnostic_index(text,text,integer)'] LOOP
+        IF has_function_privilege('public', f, 'EXECUTE') THEN
+            EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+        END IF;
+        IF has_member AND NOT has_function_privilege('vaultmem_member', f, 'EXECUTE') THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO vaultmem_member', f);
+        END IF;
+    END LOOP;
 END $$;

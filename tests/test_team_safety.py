@@ -317,3 +317,56 @@ def test_reads_refuse_a_schema_newer_than_the_code(
         line = _one_sentence(alice.run(*args, check=False), 5)
         assert "schema is version 99, newer than this vaultmem" in line, args
     assert "noodle" not in alice.hook("where is the team lunch?", cwd=repo)
+
+
+# --- least privilege --------------------------------------------------------------------------
+
+
+def test_definer_functions_are_not_public_and_check_their_caller(
+    team: TeamServer, schema: str, tmp_path: Path, outsider: str
+) -> None:
+    with psycopg.connect(team.direct_url(schema), row_factory=dict_row) as su:
+        public = su.execute(
+            "SELECT p.proname FROM pg_proc p WHERE p.prosecdef"
+            " AND p.pronamespace = current_schema()::regnamespace"
+            " AND has_function_privilege('public', p.oid, 'EXECUTE')"
+        ).fetchall()
+        outsiders = su.execute(
+            "SELECT p.proname FROM pg_proc p WHERE p.prosecdef"
+            " AND p.pronamespace = current_schema()::regnamespace"
+            " AND has_function_privilege(%s, p.oid, 'EXECUTE')",
+            (outsider,),
+        ).fetchall()
+    assert public == [] and outsiders == []
+    alice = Machine(tmp_path, "alice", team.url(schema, "alice"))
+    repo = _vault(tmp_path, "alice-notes", {"a.md": "# A\n\nalpha\n"})
+    alice.run("init", "--vault", str(repo), "--no-hooks")
+    with psycopg.connect(team.url(schema, "bob"), row_factory=dict_row) as bob:
+        # No enumeration of vault owners by id.
+        with pytest.raises(psycopg.errors.UndefinedFunction):
+            bob.execute("SELECT vaultmem_vault_owner(1)")
+        bob.rollback()
+        assert bob.execute("SELECT vaultmem_owns_vault(1) AS o").fetchone()["o"] is False
+        bob.rollback()
+        # No index (made as the tables' owner) for a model no vault of bob's uses.
+        with pytest.raises(psycopg.errors.RaiseException):
+            bob.execute(
+                "SELECT vaultmem_ensure_vector_index('memory_primary_hnsw_0123456789ab',"
+                " 'made-up-model', 3)"
+            )
+        bob.rollback()
+        with pytest.raises(psycopg.errors.RaiseException):
+            bob.execute(
+                "SELECT vaultmem_ensure_vector_index('memory_primary_hnsw_0123456789ab',"
+                " 'hash:v1-64', 100000)"
+            )
+        bob.rollback()
+        # Alice's workers (host names, pids) are hers and the owner's to see, not bob's.
+        with psycopg.connect(team.url(schema, "alice")) as a:
+            a.execute(
+                "INSERT INTO embedding_workers (id, hostname, pid) VALUES ('w', 'alice-mbp', 1)"
+            )
+            a.commit()
+        assert bob.execute("SELECT count(*) AS n FROM embedding_workers").fetchone()["n"] == 0
+    with admin_conn(team, schema) as owner:
+        assert owner.execute("SELECT count(*) AS n FROM embedding_workers").fetchone()["n"] == 1

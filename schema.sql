@@ -376,11 +376,13 @@ DO $$ BEGIN
                    OR dimension NOT BETWEEN 1 AND 2000 OR length(model) NOT BETWEEN 1 AND 200 THEN
                     RAISE EXCEPTION 'not a vaultmem vector index: %%', index_name;
                 END IF;
-                -- Only for a model a vault the caller may write uses: no member creates indexes
-                -- (as the tables' owner) for models nobody indexes.
-                IF NOT EXISTS (SELECT 1 FROM index_state s JOIN vaults v ON v.id = s.vault_id
-                                WHERE s.model_id = model
-                                  AND pg_has_role(session_user, v.owner, 'USAGE')) THEN
+                -- A member (not the tables' owner, who may create any index anyway) only for a
+                -- model a vault it may write uses: none for models nobody indexes.
+                IF NOT pg_has_role(session_user, (SELECT relowner FROM pg_class
+                                                   WHERE oid = 'memory_primary'::regclass), 'USAGE')
+                   AND NOT EXISTS (SELECT 1 FROM index_state s JOIN vaults v ON v.id = s.vault_id
+                                    WHERE s.model_id = model
+                                      AND pg_has_role(session_user, v.owner, 'USAGE')) THEN
                     RAISE EXCEPTION 'no vault of role %% uses model %%', session_user, model;
                 END IF;
                 EXECUTE format('CREATE INDEX IF NOT EXISTS %%I ON memory_primary USING hnsw '
@@ -398,11 +400,13 @@ DO $$ BEGIN
                    OR dimension NOT BETWEEN 1 AND 2000 OR length(model) NOT BETWEEN 1 AND 200 THEN
                     RAISE EXCEPTION 'not a vaultmem second opinion index: %%', index_name;
                 END IF;
-                -- Only for a caller with a vault to fill, and a few models at most.
-                IF NOT EXISTS (SELECT 1 FROM vaults v
-                                WHERE pg_has_role(session_user, v.owner, 'USAGE'))
-                   OR (SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema()
-                         AND indexname LIKE 'memory\_primary\_agnostic\_%%') >= 8 THEN
+                -- A member only with a vault to fill, and a few models at most.
+                IF NOT pg_has_role(session_user, (SELECT relowner FROM pg_class
+                                                   WHERE oid = 'memory_primary'::regclass), 'USAGE')
+                   AND (NOT EXISTS (SELECT 1 FROM vaults v
+                                     WHERE pg_has_role(session_user, v.owner, 'USAGE'))
+                        OR (SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema()
+                         AND indexname LIKE 'memory\_primary\_agnostic\_%%') >= 8) THEN
                     RAISE EXCEPTION 'role %% may not add a second opinion index', session_user;
                 END IF;
                 EXECUTE format('CREATE INDEX IF NOT EXISTS %%I ON memory_primary USING hnsw '

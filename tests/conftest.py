@@ -62,6 +62,8 @@ def _isolated_env(
     monkeypatch.setenv("VAULTMEM_WARM_IDLE", "0")
     # The registry of vaults (vaults.config_path) is the user's own file: one per test.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+    # ...and so is PostgreSQL's password file, where a registered URL's password goes.
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path_factory.mktemp("pgpass") / "pgpass"))
     # The hook gives up after 3 s by default; a loaded test machine can take longer to import
     # psycopg. Tests of the timeout itself pass --timeout.
     monkeypatch.setenv("VAULTMEM_HOOK_TIMEOUT", "60")

@@ -370,3 +370,24 @@ def test_definer_functions_are_not_public_and_check_their_caller(
         assert bob.execute("SELECT count(*) AS n FROM embedding_workers").fetchone()["n"] == 0
     with admin_conn(team, schema) as owner:
         assert owner.execute("SELECT count(*) AS n FROM embedding_workers").fetchone()["n"] == 1
+
+
+# --- the password ------------------------------------------------------------------------------
+
+
+def test_the_password_goes_to_pgpass_not_the_registry(
+    team: TeamServer, schema: str, tmp_path: Path
+) -> None:
+    from team_server import PASSWORD
+
+    alice = Machine(tmp_path, "alice", team.url(schema, "alice"))
+    repo = _vault(tmp_path, "alice-notes", {"lunch.md": HARMLESS})
+    alice.run("init", "--vault", str(repo), "--no-hooks")
+    registry = (alice.dir / "config" / "vaultmem" / "config.toml").read_text()
+    assert PASSWORD not in registry and "alice@127.0.0.1" in registry
+    pgpass = alice.dir / "home" / ".pgpass"
+    assert pgpass.stat().st_mode & 0o777 == 0o600
+    assert f"127.0.0.1:{team.bouncer_port}:{schema}:alice:{PASSWORD}" in pgpass.read_text()
+    # The registered vault is reached with the registry's URL and the password file alone.
+    del alice.env["VAULTMEM_DATABASE_URL"]
+    assert "noodle" in alice.run("query", "--vault", str(repo), "team lunch noodle").stdout

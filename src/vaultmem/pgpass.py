@@ -4,8 +4,9 @@ Design decision: libpq already reads `~/.pgpass` (or `PGPASSFILE`) whenever a co
 password, matching host, port, database and role; it ignores the file unless only its owner may
 read it. So when a vault is registered with a URL that holds a password, the password goes
 there (0600, the line for that host, port, database and role replaced) and the registry records
-the URL without it. A URL whose target this cannot write one line for (several hosts, a socket
-directory, parameters that override the host or role) is recorded as given.
+the URL without it, naming the file (`passfile`, so a process with another HOME finds it too).
+A URL whose target this cannot write one line for (several hosts, a socket directory) is
+recorded as given.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def remember(url: str | None) -> str | None:
     dbname = str(info.get("dbname") or user)
     _write(host, port, dbname, user, str(password))
     params = {k: str(v) for k, v in info.items() if k not in _TARGET_KEYS}
+    # Named in the URL, so a process with another HOME (a git hook run from another account's
+    # push, a GUI client's bare environment) still finds it.
+    params.setdefault("passfile", str(password_file().resolve()))
     shown_host = f"[{host}]" if ":" in host else host
     query = f"?{urlencode(params)}" if params else ""
     return (

@@ -143,13 +143,15 @@ class Ingester:
         self.lease = VaultLease(conn, vault, settings.writer_lease)
         self.ref = settings.ref  # what the index follows: None, HEAD (a shared source: a ref)
         self._dimension: int | None = None  # the model's, as the index holds it (known_dimension)
+        self._dimension_read = False
 
     def known_dimension(self) -> int | None:
         """The dimension of the vectors the index holds for this model (None: none yet), read
         once: asking the embedder could cost a model call. Cached entries of another are
         passed over."""
-        if self._dimension is None:
+        if not self._dimension_read:  # once a run, found or not: never a scan per file
             self._dimension = claims.index_dimension(self.conn, self.embedder.model_id)
+            self._dimension_read = True
         return self._dimension
 
     def tip(self) -> str | None:

@@ -158,13 +158,13 @@ class WriterStalled(leases.LeaseLost):
 def waiting_because(other: leases.LeaseState) -> str:
     """Why a writer waits for `other`'s lease, honestly: its time left, or, once it has run
     out, that the server is about to end the holder's still-open transaction."""
-    if other.expired or other.remaining < 1:
+    if other.expired:
         return (
             "its lease has run out but its last transaction is still open (a frozen or suspended "
             "machine); the server ends it one lease after its last statement, then this run "
             "takes over"
         )
-    return f"if it has stopped, its lease runs out in {math.ceil(other.remaining)} s"
+    return f"if it has stopped, its lease runs out within {max(1, math.ceil(other.remaining))} s"
 
 
 def _gone(lease: leases.LeaseState) -> bool:

@@ -40,15 +40,23 @@ def _vault(tmp: Path, name: str, notes: dict[str, str]) -> Path:
     return repo
 
 
-def _plant(team: TeamServer, db_name: str, tmp: Path, path: str, text: str, vector: str) -> str:
+def _plant(
+    team: TeamServer,
+    db_name: str,
+    tmp: Path,
+    path: str,
+    text: str,
+    vector: str,
+    role: str = "bob",
+) -> str:
     """Bob, with raw SQL, holds a chunk of `text` in a vault of his own and caches `vector`
     for it under the hash embedder's model before anyone else embeds that text. Returns the
     chunk's content hash."""
     note = markdown.parse_note(path, text)
     chunk = note.chunks[0]
     model = HashEmbedder().model_id
-    with db.connect_url(team.url(db_name, "bob")) as bob:
-        vault = db.register_vault(bob, tmp / "bob-vault")
+    with db.connect_url(team.url(db_name, role)) as bob:
+        vault = db.register_vault(bob, tmp / f"{role}-side-vault")
         bob.execute(
             "INSERT INTO memory_notes (vault_id, path, blob_sha, commit_sha, title)"
             " VALUES (%s, %s, 'b', 'c', 't')",
@@ -391,3 +399,23 @@ def test_the_password_goes_to_pgpass_not_the_registry(
     # The registered vault is reached with the registry's URL and the password file alone.
     del alice.env["VAULTMEM_DATABASE_URL"]
     assert "noodle" in alice.run("query", "--vault", str(repo), "team lunch noodle").stdout
+
+
+def test_an_entry_of_the_wrong_dimension_in_ones_own_trust_domain_is_reported_and_mended(
+    team: TeamServer, schema: str, tmp_path: Path
+) -> None:
+    h = _plant(team, schema, tmp_path, "lunch.md", HARMLESS, "[1,2,3]", role="alice")
+    alice = Machine(tmp_path, "alice", team.url(schema, "alice"))
+    repo = _vault(tmp_path, "alice-notes", {"lunch.md": HARMLESS})
+    alice.run("init", "--vault", str(repo), "--no-hooks", "--no-index")
+    proc = alice.run("ingest", "--vault", str(repo), "--wait")
+    assert "passed over 1 cached vectors that are not 64-dimensional" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    got = _alice_vectors(team, schema, h)
+    assert len(got) == 1 and np.allclose(got[0], _honest(HARMLESS, "lunch.md"), atol=1e-6)
+    with psycopg.connect(team.url(schema, "alice"), row_factory=dict_row) as conn:
+        dims = conn.execute(
+            "SELECT vector_dims(embedding) AS d FROM embedding_cache WHERE content_hash = %s",
+            (h,),
+        ).fetchall()
+    assert [r["d"] for r in dims] == [64]  # her entry was mended

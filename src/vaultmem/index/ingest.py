@@ -213,9 +213,11 @@ class Ingester:
         elif isinstance(outcome, Index):
             inserted, n = store.upsert_note(self.conn, vid, outcome.note, entry.blob, commit)
             result.chunks_written += n
-            result.reused += store.fill_from_cache(
-                self.conn, vid, self.embedder.model_id, [path], self.known_dimension()
-            )
+            dimension = self.known_dimension()
+            if dimension is not None:  # else the drain fills it, once the dimension is known
+                result.reused += store.fill_from_cache(
+                    self.conn, vid, self.embedder.model_id, [path], dimension
+                )
             if known is None or known.kind is not store.IndexedAs.NOTE or inserted:
                 result.added += 1
             else:
@@ -353,7 +355,8 @@ class Ingester:
         vid, model = self.vault.id, self.embedder.model_id
         with self.writing():
             known = self.known_dimension()
-            result.reused += store.fill_from_cache(self.conn, vid, model, None, known)
+            if known is not None:  # a cached vector is used only with the model's dimension
+                result.reused += store.fill_from_cache(self.conn, vid, model, None, known)
             store.set_model(self.conn, vid, model)
         total = store.backlog_size(self.conn, vid, model)
         self.conn.commit()
@@ -362,9 +365,15 @@ class Ingester:
             self._prepare_generic()
             self.fill_second_opinion(result, should_pause=should_pause)
             return True
-        db.ensure_vector_index(self.conn, model, self.embedder.dimension)
+        dimension = self.embedder.dimension  # needed for the index anyway
+        if known is None:
+            with self.writing():
+                result.reused += store.fill_from_cache(self.conn, vid, model, None, dimension)
+            total = store.backlog_size(self.conn, vid, model)
+            self.conn.commit()
+        db.ensure_vector_index(self.conn, model, dimension)
         self.conn.commit()
-        misfits = claims.misfit_entries(self.conn, vid, model, self.embedder.dimension)
+        misfits = claims.misfit_entries(self.conn, vid, model, dimension)
         self.conn.commit()
         if misfits:
             # Never fatal: such an entry is passed over and its text embedded again.
@@ -387,7 +396,12 @@ class Ingester:
                 break
             with store.write_transaction(self.conn):
                 step = embed_claimed(
-                    self.conn, self.embedder, batch, vault_ids=[vid], models=[model]
+                    self.conn,
+                    self.embedder,
+                    batch,
+                    vault_ids=[vid],
+                    models=[model],
+                    dimension=dimension,
                 )
             if step.claimed == 0:
                 break  # nothing left, or all of it being embedded by workers right now
@@ -471,12 +485,16 @@ def embed_claimed(
     *,
     vault_ids: list[int] | None = None,
     models: list[str] | None = None,
+    dimension: int | None = None,
 ) -> ClaimStep:
     """Claim up to `limit` backlog chunks, embed the texts no one has embedded yet with each
     vault's model (`embedder_for`: one embedder, or a function from a model id to one), and
     give every claimed chunk its vector, in the caller's transaction. The claims are released
     when it ends; if it rolls back (a model error, a kill), nothing was written and the
-    chunks are simply in the backlog again."""
+    chunks are simply in the backlog again. `dimension`: the (one) model's, when the caller
+    knows it; else the index's (`claims.index_dimension`): cached entries of another are
+    passed over."""
+    known_dimension = dimension
     claimed = claims.claim(conn, limit, models=models, vault_ids=vault_ids)
     by_model: dict[str, dict[str, claims.Claimed]] = {}
     for c in claimed:
@@ -486,7 +504,7 @@ def embed_claimed(
     for model_id, texts in by_model.items():
         # The model's dimension, as the index already holds it (asking the embedder could cost
         # a model call): cached entries of another dimension are passed over.
-        dimension = claims.index_dimension(conn, model_id)
+        dimension = known_dimension or claims.index_dimension(conn, model_id)
         mine = claims.lock_texts(conn, model_id, list(texts))
         cached = claims.cached_vectors(conn, model_id, mine, dimension)
         todo = [h for h in mine if h not in cached]

@@ -502,19 +502,26 @@ def embed_claimed(
     embedded = reused = filled = 0
     seconds = 0.0
     for model_id, texts in by_model.items():
-        # The model's dimension, as the index already holds it (asking the embedder could cost
-        # a model call): cached entries of another dimension are passed over.
-        dimension = known_dimension or claims.index_dimension(conn, model_id)
-        mine = claims.lock_texts(conn, model_id, list(texts))
-        cached = claims.cached_vectors(conn, model_id, mine, dimension)
-        todo = [h for h in mine if h not in cached]
-        if todo:
+
+        def model(model_id: str = model_id) -> Embedder:
             embedder = embedder_for if not callable(embedder_for) else embedder_for(model_id)
             if embedder.model_id != model_id:
                 raise VaultmemError(
                     f"the embedder for {model_id} makes {embedder.model_id} vectors: refusing "
                     "to mix them into the index"
                 )
+            return embedder
+
+        # The model's dimension, as the index already holds it (asking the embedder could cost
+        # a model call): cached entries of another dimension are passed over.
+        dimension = known_dimension or claims.index_dimension(conn, model_id)
+        mine = claims.lock_texts(conn, model_id, list(texts))
+        if dimension is None and claims.cached_vectors(conn, model_id, mine):
+            dimension = model().dimension  # entries to judge, and no vector to judge them by
+        cached = claims.cached_vectors(conn, model_id, mine, dimension)
+        todo = [h for h in mine if h not in cached]
+        if todo:
+            embedder = model()
             inputs = [markdown.embedding_input(texts[h].heading, texts[h].content) for h in todo]
             t0 = time.monotonic()
             vectors = embedder.embed_documents(inputs)

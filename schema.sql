@@ -210,13 +210,45 @@ CREATE OR REPLACE TRIGGER memory_primary_lexical_changed
 -- Embeddings by content, so a rename, a revert or an unchanged chunk never costs a new call.
 -- Rows no chunk refers to are pruned by `vaultmem rebuild` and `vaultmem gc`, and at once when
 -- a note is quarantined (its old vectors are of text now known to be sensitive).
+--
+-- Each entry records the role that wrote it (`written_by`, schema version 9), and a vector is
+-- used for a chunk only when its writer may write that chunk's vault (the vault's owner, or a
+-- role granted the owner's role: the owner's own machines and the worker roles it trusts;
+-- `vaultmem_trusts`). Anyone else's entry for the same text is another trust domain's and is
+-- never read for this vault: a member who caches a wrong vector (of another topic, of another
+-- dimension) for a text others also hold changes only what their own vaults use. So the
+-- primary key holds the writer: one entry per text, model and trust domain.
+CREATE OR REPLACE FUNCTION vaultmem_current_role() RETURNS oid
+    LANGUAGE sql STABLE AS $$ SELECT oid FROM pg_roles WHERE rolname = current_user $$;
 CREATE TABLE IF NOT EXISTS embedding_cache (
     model_id      text NOT NULL,
     content_hash  text NOT NULL,
     embedding     vector NOT NULL,
     created_at    timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (model_id, content_hash)
+    written_by    oid NOT NULL DEFAULT vaultmem_current_role(),
+    PRIMARY KEY (model_id, content_hash, written_by)
 );
+ALTER TABLE embedding_cache ADD COLUMN IF NOT EXISTS written_by oid NOT NULL
+    DEFAULT vaultmem_current_role();
+DO $$ BEGIN
+    -- Before version 9 the key was (model_id, content_hash): the first writer's vector served
+    -- every role (migrations.m009 deleted those entries, whose writers are unknown).
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint c JOIN pg_attribute a
+                     ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
+                   WHERE c.conrelid = 'embedding_cache'::regclass AND c.contype = 'p'
+                     AND a.attname = 'written_by') THEN
+        ALTER TABLE embedding_cache DROP CONSTRAINT IF EXISTS embedding_cache_pkey;
+        ALTER TABLE embedding_cache ADD PRIMARY KEY (model_id, content_hash, written_by);
+    END IF;
+END $$;
+-- Is a vector written by `writer` fit for a chunk of a vault owned by `owner`? Only when the
+-- writer may write that vault itself (a role with no such right could have put anything there).
+-- A role dropped since has no rights: NULL, never true.
+CREATE OR REPLACE FUNCTION vaultmem_trusts(writer oid, owner oid) RETURNS boolean
+    LANGUAGE sql STABLE AS $$
+    SELECT coalesce(EXISTS (SELECT 1 FROM pg_roles WHERE oid = writer)
+                    AND EXISTS (SELECT 1 FROM pg_roles WHERE oid = owner)
+                    AND pg_has_role(writer, owner, 'USAGE'), false) $$;
 
 -- Files kept out of search because they look sensitive, with why. Never holds the secret text:
 -- only rule ids, line numbers and categories.
@@ -337,10 +369,14 @@ DO $$ BEGIN
                                     WHERE p.content_hash = c.content_hash)
                 RETURNING 1)
             SELECT count(*) FROM gone $body$ $f$, current_schema());
+    -- Whether the calling role may write vault `v` (it owns it, or is a member of its owner):
+    -- a yes or no about the caller, never another vault's owner (version 8's
+    -- vaultmem_vault_owner returned the owner of any vault id, which enumerated them).
     EXECUTE format($f$
-        CREATE OR REPLACE FUNCTION vaultmem_vault_owner(v integer) RETURNS oid
+        CREATE OR REPLACE FUNCTION vaultmem_owns_vault(v integer) RETURNS boolean
             LANGUAGE sql STABLE SECURITY DEFINER SET search_path = %I, pg_temp AS $body$
-            SELECT owner FROM vaults WHERE id = v $body$ $f$, current_schema());
+            SELECT coalesce((SELECT pg_has_role(session_user, owner, 'USAGE')
+                             FROM vaults WHERE id = v), false) $body$ $f$, current_schema());
     -- A model's HNSW index (store.db.ensure_vector_index): only a table's owner may create an
     -- index, and the first member to use a new model must not need to be one.
     EXECUTE format($f$
@@ -349,8 +385,18 @@ DO $$ BEGIN
             RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
             SET search_path = %I, pg_temp AS $body$
             BEGIN
-                IF index_name !~ '^memory_primary_hnsw_[0-9a-f]{12}$' OR dimension < 1 THEN
+                IF index_name !~ '^memory_primary_hnsw_[0-9a-f]{12}$'
+                   OR dimension NOT BETWEEN 1 AND 2000 OR length(model) NOT BETWEEN 1 AND 200 THEN
                     RAISE EXCEPTION 'not a vaultmem vector index: %%', index_name;
+                END IF;
+                -- A member (not the tables' owner, who may create any index anyway) only for a
+                -- model a vault it may write uses: none for models nobody indexes.
+                IF NOT pg_has_role(session_user, (SELECT relowner FROM pg_class
+                                                   WHERE oid = 'memory_primary'::regclass), 'USAGE')
+                   AND NOT EXISTS (SELECT 1 FROM index_state s JOIN vaults v ON v.id = s.vault_id
+                                    WHERE s.model_id = model
+                                      AND pg_has_role(session_user, v.owner, 'USAGE')) THEN
+                    RAISE EXCEPTION 'no vault of role %% uses model %%', session_user, model;
                 END IF;
                 EXECUTE format('CREATE INDEX IF NOT EXISTS %%I ON memory_primary USING hnsw '
                                '((embedding::vector(%%s)) vector_cosine_ops) WHERE model_id = %%L',
@@ -363,8 +409,18 @@ DO $$ BEGIN
             RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
             SET search_path = %I, pg_temp AS $body$
             BEGIN
-                IF index_name !~ '^memory_primary_agnostic_[0-9a-f]{12}$' OR dimension < 1 THEN
+                IF index_name !~ '^memory_primary_agnostic_[0-9a-f]{12}$'
+                   OR dimension NOT BETWEEN 1 AND 2000 OR length(model) NOT BETWEEN 1 AND 200 THEN
                     RAISE EXCEPTION 'not a vaultmem second opinion index: %%', index_name;
+                END IF;
+                -- A member only with a vault to fill, and a few models at most.
+                IF NOT pg_has_role(session_user, (SELECT relowner FROM pg_class
+                                                   WHERE oid = 'memory_primary'::regclass), 'USAGE')
+                   AND (NOT EXISTS (SELECT 1 FROM vaults v
+                                     WHERE pg_has_role(session_user, v.owner, 'USAGE'))
+                        OR (SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema()
+                         AND indexname LIKE 'memory\_primary\_agnostic\_%%') >= 8) THEN
+                    RAISE EXCEPTION 'role %% may not add a second opinion index', session_user;
                 END IF;
                 EXECUTE format('CREATE INDEX IF NOT EXISTS %%I ON memory_primary USING hnsw '
                                '((agnostic::vector(%%s)) vector_cosine_ops) '
@@ -426,14 +482,15 @@ BEGIN
     END IF;
     -- Its readers: seen by the vault's owner and by each reader; granted by the owner.
     IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = current_schema()
-                   AND tablename = 'vault_readers' AND policyname = 'vault_readers_read') THEN
-        CREATE POLICY vault_readers_read ON vault_readers FOR SELECT USING (
-            pg_has_role(current_user, reader, 'MEMBER')
-            OR vaultmem_may_write(vaultmem_vault_owner(vault_id)));
-        CREATE POLICY vault_readers_write ON vault_readers FOR ALL
-            USING (vaultmem_may_write(vaultmem_vault_owner(vault_id)))
-            WITH CHECK (vaultmem_may_write(vaultmem_vault_owner(vault_id)));
+                   AND tablename = 'vault_readers' AND policyname = 'vault_readers_seen') THEN
+        DROP POLICY IF EXISTS vault_readers_read ON vault_readers;   -- version 8's
+        DROP POLICY IF EXISTS vault_readers_write ON vault_readers;
+        CREATE POLICY vault_readers_seen ON vault_readers FOR SELECT USING (
+            pg_has_role(current_user, reader, 'MEMBER') OR vaultmem_owns_vault(vault_id));
+        CREATE POLICY vault_readers_granted ON vault_readers FOR ALL
+            USING (vaultmem_owns_vault(vault_id)) WITH CHECK (vaultmem_owns_vault(vault_id));
     END IF;
+    DROP FUNCTION IF EXISTS vaultmem_vault_owner(integer);
     -- Every table of a vault's index follows its vault.
     FOREACH t IN ARRAY ARRAY['index_state', 'memory_notes', 'memory_primary',
                              'memory_lexical_stats', 'memory_lexicon', 'memory_secure_audit',
@@ -446,23 +503,40 @@ BEGIN
                            t || '_write', t, writable, writable);
         END IF;
     END LOOP;
-    -- A cached vector is seen by a role that holds a chunk of that very text, and added by one
-    -- that does: the cache is shared server-wide without showing anyone another's notes.
+    -- A cached vector is seen by a role that sees a chunk of that very text in a vault whose
+    -- owner trusts the entry's writer (so neither another member's vector nor the fact that
+    -- another member holds a text is shown); added by a role that holds such a chunk, in its
+    -- own name, for a vault it may write; changed and deleted by its writer, or by a role the writer acts for (`vaultmem
+    -- gc --cache`). Version 9 replaced the policies of version 8 (any holder of a text saw
+    -- every entry for it).
     IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = current_schema()
-                   AND tablename = 'embedding_cache' AND policyname = 'embedding_cache_read') THEN
-        CREATE POLICY embedding_cache_read ON embedding_cache FOR SELECT USING (
-            EXISTS (SELECT 1 FROM memory_primary p
-                     WHERE p.content_hash = embedding_cache.content_hash));
-        CREATE POLICY embedding_cache_write ON embedding_cache FOR INSERT WITH CHECK (
-            EXISTS (SELECT 1 FROM memory_primary p
-                     WHERE p.content_hash = embedding_cache.content_hash));
+                   AND tablename = 'embedding_cache'
+                   AND policyname = 'embedding_cache_trusted') THEN
+        DROP POLICY IF EXISTS embedding_cache_read ON embedding_cache;
+        DROP POLICY IF EXISTS embedding_cache_write ON embedding_cache;
+        CREATE POLICY embedding_cache_trusted ON embedding_cache FOR SELECT USING (
+            EXISTS (SELECT 1 FROM memory_primary p JOIN vaults v ON v.id = p.vault_id
+                     WHERE p.content_hash = embedding_cache.content_hash
+                       AND vaultmem_trusts(embedding_cache.written_by, v.owner)));
+        CREATE POLICY embedding_cache_add ON embedding_cache FOR INSERT WITH CHECK (
+            written_by = vaultmem_current_role()
+            AND EXISTS (SELECT 1 FROM memory_primary p JOIN vaults v ON v.id = p.vault_id
+                         WHERE p.content_hash = embedding_cache.content_hash
+                           AND vaultmem_may_write(v.owner)));
+        CREATE POLICY embedding_cache_fix ON embedding_cache FOR UPDATE
+            USING (written_by = vaultmem_current_role())
+            WITH CHECK (written_by = vaultmem_current_role());
+        CREATE POLICY embedding_cache_purge ON embedding_cache FOR DELETE
+            USING (vaultmem_trusts(written_by, vaultmem_current_role()));
     END IF;
-    -- A worker's row is its role's to write; every member sees them (`vaultmem status`).
+    -- A worker's row (its host name, pid and counts) is its role's to see and write, and the
+    -- tables' owner's (`vaultmem status`); version 8 showed every member everyone's.
     IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = current_schema()
                    AND tablename = 'embedding_workers'
-                   AND policyname = 'embedding_workers_read') THEN
-        CREATE POLICY embedding_workers_read ON embedding_workers FOR SELECT USING (true);
-        CREATE POLICY embedding_workers_write ON embedding_workers FOR ALL
+                   AND policyname = 'embedding_workers_own') THEN
+        DROP POLICY IF EXISTS embedding_workers_read ON embedding_workers;
+        DROP POLICY IF EXISTS embedding_workers_write ON embedding_workers;
+        CREATE POLICY embedding_workers_own ON embedding_workers FOR ALL
             USING (vaultmem_may_write(role)) WITH CHECK (vaultmem_may_write(role));
     END IF;
     FOREACH t IN ARRAY ARRAY['vaults', 'vault_readers', 'index_state', 'memory_notes',
@@ -480,4 +554,25 @@ BEGIN
         GRANT SELECT ON vaultmem_schema TO vaultmem_member;
         GRANT USAGE ON SEQUENCE vaults_id_seq TO vaultmem_member;
     END IF;
+END $$;
+
+-- The functions that run as the tables' owner (SECURITY DEFINER) are not PUBLIC's: only
+-- vaultmem_member's (and the owner's), each checking its arguments and its caller itself.
+DO $$
+DECLARE
+    f text;
+    has_member constant boolean :=
+        EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'vaultmem_member');
+BEGIN
+    FOREACH f IN ARRAY ARRAY['vaultmem_prune_embedding_cache(text[])',
+                             'vaultmem_owns_vault(integer)',
+                             'vaultmem_ensure_vector_index(text,text,integer)',
+                             'vaultmem_ensure_agnostic_index(text,text,integer)'] LOOP
+        IF has_function_privilege('public', f, 'EXECUTE') THEN
+            EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+        END IF;
+        IF has_member AND NOT has_function_privilege('vaultmem_member', f, 'EXECUTE') THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO vaultmem_member', f);
+        END IF;
+    END LOOP;
 END $$;

@@ -19,6 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from sample_notes import NOTES, add_note
+from team_server import TeamServer
 
 from vaultmem import vaults
 from vaultmem.embed import HashEmbedder
@@ -61,6 +62,8 @@ def _isolated_env(
     monkeypatch.setenv("VAULTMEM_WARM_IDLE", "0")
     # The registry of vaults (vaults.config_path) is the user's own file: one per test.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+    # ...and so is PostgreSQL's password file, where a registered URL's password goes.
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path_factory.mktemp("pgpass") / "pgpass"))
     # The hook gives up after 3 s by default; a loaded test machine can take longer to import
     # psycopg. Tests of the timeout itself pass --timeout.
     monkeypatch.setenv("VAULTMEM_HOOK_TIMEOUT", "60")
@@ -198,3 +201,20 @@ def indexed_vault(conn: psycopg.Connection, vault: Vault) -> Vault:
     conn.commit()
     vaults.register(vault.root, database_url=os.environ["VAULTMEM_DATABASE_URL"])
     return vault
+
+
+# The team server (tests/team_server.py), one per session for every file that uses it.
+@pytest.fixture(scope="session")
+def team() -> Iterator[TeamServer]:
+    from team_server import team_server
+
+    with team_server() as server:
+        yield server
+
+
+@pytest.fixture
+def team_db(team: TeamServer) -> Iterator[str]:
+    """A fresh database on the team server, owned by vaultmem_admin, dropped afterwards."""
+    name = team.new_database()
+    yield name
+    team.drop_database(name)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from conftest import GIT_ENV, git
 from embedding_servers import FailingEmbeddingServer, Reply, fake_vector
 from indexing import snapshot_of
 from psycopg.rows import dict_row
-from team_server import TeamServer, make_certificates, team_server
+from team_server import TeamServer, make_certificates
 
 from vaultmem.index import markdown
 from vaultmem.store import db, leases
@@ -37,19 +37,6 @@ def sha256_hex(text: str) -> str:
 
 
 REPO_SRC = Path(__file__).resolve().parents[1] / "src"
-
-
-@pytest.fixture(scope="session")
-def team() -> Iterator[TeamServer]:
-    with team_server() as server:
-        yield server
-
-
-@pytest.fixture
-def team_db(team: TeamServer) -> Iterator[str]:
-    name = team.new_database()
-    yield name
-    team.drop_database(name)
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
@@ -185,7 +172,7 @@ def test_tls_is_verified_against_the_ca_and_the_host_name(
         assert conn.pgconn.ssl_in_use
         assert db.server_info(conn)["tls"] is True
     other_ca, _, _ = make_certificates(tmp_path, name="another CA")
-    with pytest.raises(Exception, match="cannot reach the database"):
+    with pytest.raises(Exception, match="TLS to .* failed"):
         db.connect_url(url.replace(str(team.ca), str(other_ca)))
     wrong_name = (
         f"host=wrong.example hostaddr=127.0.0.1 port={team.bouncer_port} dbname={team_db}"
@@ -356,9 +343,11 @@ def test_two_machines_and_a_shared_vault_through_the_pooler(
             fresh_id = next(r["id"] for r in vault_rows(conn) if r["root"] == str(fresh.resolve()))
             assert snapshot_of(conn, found[key]["id"]) == snapshot_of(conn, fresh_id), key
         all_vaults = vault_rows(conn)
-        # Clones share vectors: each text was embedded once per model for the server.
+        # Each text was embedded once per model and trust domain (a member's entries serve
+        # only the vaults the member may write: tests/test_team_safety.py).
         dupes = conn.execute(
-            "SELECT count(*) - count(DISTINCT (model_id, content_hash)) AS d FROM embedding_cache"
+            "SELECT count(*) - count(DISTINCT (model_id, content_hash, written_by)) AS d"
+            " FROM embedding_cache"
         ).fetchone()["d"]
         assert dupes == 0
 

@@ -40,6 +40,13 @@ class DatabaseUnavailable(VaultmemError):
     exit_code = 4
 
 
+class RoleError(VaultmemError):
+    """The database role lacks what the command needs (not a member of vaultmem_member, may
+    not create the schema): one sentence naming the GRANT that fixes it."""
+
+    exit_code = 12
+
+
 class SchemaError(VaultmemError):
     """The database schema is missing or newer than this vaultmem understands."""
 

@@ -282,6 +282,9 @@ def register(
     source (None: this machine only reads it) and `ref` what the source follows."""
     import tomlkit
 
+    from .pgpass import remember
+
+    database_url = remember(database_url)  # a password goes to ~/.pgpass, never the registry
     config = load(environ)
     if root is None:
         if shared is None:

@@ -256,7 +256,13 @@ class ColdResources:
     ) -> AbstractContextManager[Conn]:
         from ..store import db
 
-        return db.connect(settings, start=start, timeout=timeout)
+        conn = db.connect(settings, start=start, timeout=timeout)
+        try:
+            db.check_readable(conn)  # a role set up wrong, a schema newer than this code
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def embedder(self, settings: Settings) -> Embedder:
         from ..embed import get_embedder

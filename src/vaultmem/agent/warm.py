@@ -110,6 +110,11 @@ class WarmResources:
         conn = self._take(url)
         if conn is None:
             conn = db.connect_url(url, timeout=timeout, purpose="vaultmem-warm")
+            try:
+                db.check_readable(conn)  # once per connection: a newer schema is refused
+            except BaseException:
+                conn.close()
+                raise
         return self._lease(url, conn)
 
     @contextmanager

@@ -115,11 +115,17 @@ def rebuild(vault: str | None, no_embed: bool, as_json: bool) -> None:
 
 
 @cli.command()
+@click.option(
+    "--cache",
+    is_flag=True,
+    help="Also purge every cached vector you may delete (yours and your worker roles'; all of "
+    "them for the role that owns vaultmem's tables). Chunks keep their vectors.",
+)
 @json_option
-def gc(as_json: bool) -> None:
+def gc(cache: bool, as_json: bool) -> None:
     """Delete derived rows nothing refers to: cached vectors of text no note holds any more,
     search words no chunk holds. Covers every vault of the database; `rebuild` prunes the
-    vectors too."""
+    vectors too. With --cache, purge the cached vectors you may delete as well."""
     from .. import store
     from ..store import db
 
@@ -127,12 +133,12 @@ def gc(as_json: bool) -> None:
     with db.connect(settings, start=writer_start(settings)) as conn:
         db.require_schema(conn)
         with store.write_transaction(conn):
-            removed = store.collect_garbage(conn)
+            removed = store.collect_garbage(conn, cache=cache)
     if as_json:
         print_json(removed)
     else:
         echo(
-            f"removed {removed['embedding_cache']} unused cached vectors and "
+            f"removed {removed['embedding_cache']} {'' if cache else 'unused '}cached vectors and "
             f"{removed['lexicon']} unused search words"
         )
 

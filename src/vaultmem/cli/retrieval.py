@@ -100,6 +100,7 @@ def query_cmd(
     settings = load_settings(entry=entry)
     embedder = get_embedder(settings)
     with db.connect(settings) as conn:
+        db.check_readable(conn)
         v = _registered_vault(conn, entry, settings.installation)
         asking = Request.of(
             settings,

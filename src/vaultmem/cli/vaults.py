@@ -70,9 +70,14 @@ def init(
     if ref is not None and shared is None:
         raise ConfigError("--ref names the branch a shared vault follows: add --shared NAME")
     root = vault_root(vault)
-    entry, settings = register(root, name, shared=shared, ref=ref)
-    with db.connect(settings, start=True) as conn:
+    # The database first: a role set up wrong (not a member, no CREATE, no pgvector) gets its
+    # one sentence before anything is registered on this machine.
+    planned = load_settings(root)
+    if shared is not None and not planned.database_url:
+        register(root, name, shared=shared, ref=ref)  # raises: a shared vault needs a server
+    with db.connect(planned, start=True) as conn:
         applied = db.apply_schema(conn)  # a current schema: two catalog reads, no lock
+        entry, settings = register(root, name, shared=shared, ref=ref)
         if settings.shared is not None:
             v = db.register_shared_vault(conn, settings.shared, root)
         else:
@@ -273,6 +278,10 @@ def vaults_add(path: Path | None, name: str | None, shared: str | None) -> None:
         from ..index.registration import register_reader
         from ..store import db
 
+        planned = load_settings(None)
+        if planned.database_url:  # the server first: nothing is registered for a wrong role
+            with db.connect(planned) as conn:
+                db.require_schema(conn)
         entry, settings = register_reader(shared, name)
         echo(
             f"registered {entry.name} = shared vault {shared} on {entry.to_dict()['database_url']}"

@@ -50,7 +50,7 @@ def fill(
     if not hashes:
         return 0
     db.ensure_agnostic_index(conn, model_id, dimension)
-    done = claims.fill_agnostic(conn, vault_id, model_id, hashes)
+    done = claims.fill_agnostic(conn, vault_id, model_id, hashes, dimension)
     conn.commit()
     todo = claims.missing_agnostic(conn, vault_id, model_id)
     conn.commit()
@@ -65,20 +65,25 @@ def fill(
         new = [h for h in batch if h in texts]  # a chunk gone since the list was read
         if new:
             vectors = embedder.embed_documents([embedding_input(*texts[h]) for h in new])
-            done += _store(conn, vault_id, model_id, new, vectors)
+            done += _store(conn, vault_id, model_id, new, vectors, dimension)
         if progress is not None:
             progress(i + len(batch), len(todo))
     return done
 
 
 def _store(
-    conn: psycopg.Connection[Any], vault_id: int, model_id: str, hashes: list[str], vectors: Any
+    conn: psycopg.Connection[Any],
+    vault_id: int,
+    model_id: str,
+    hashes: list[str],
+    vectors: Any,
+    dimension: int,
 ) -> int:
     """Keep a batch of chunk vectors in the shared cache and on the vault's rows, committed at
     once (a failure loses that batch, nothing else: the next fill retries it)."""
     try:
         claims.store_vectors(conn, model_id, hashes, vectors)
-        filled = claims.fill_agnostic(conn, vault_id, model_id, hashes)
+        filled = claims.fill_agnostic(conn, vault_id, model_id, hashes, dimension)
         conn.commit()
         return filled
     except psycopg.Error as exc:

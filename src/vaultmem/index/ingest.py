@@ -26,6 +26,7 @@ runtime) live in their own modules.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -49,6 +50,8 @@ from .lease import VaultLease
 from .paths import display_path, storable
 from .statedir import ProgressFile, Writer, state_files, wait_until_let_in, writer
 from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage_path
+
+log = logging.getLogger(__name__)
 
 BATCH_FILES = 50  # files per transaction: small enough that a crash loses little work
 # Embedding batches: the first is small (the rate is unknown), later ones take about this long,
@@ -96,6 +99,7 @@ class IngestResult:
     embed_seconds: float = 0.0  # time spent in the embedding model (for the backlog ETA)
     embed_rate: float | None = None  # chunks/s once the model was warm (smoothed)
     second_opinion: int = 0  # chunks given their second opinion's vector (search.second_opinion)
+    cache_skipped: int = 0  # cached vectors passed over (wrong dimension): texts embedded again
     skip_reasons: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -138,6 +142,19 @@ class Ingester:
         self.tracker: ProgressFile | None = None  # set by runs that report to `status`
         self.lease = VaultLease(conn, vault, settings.writer_lease)
         self.ref = settings.ref  # what the index follows: None, HEAD (a shared source: a ref)
+        self._dimension: int | None = None  # the model's, as the index holds it (known_dimension)
+        self._dimension_read = False
+
+    def known_dimension(self) -> int | None:
+        """The dimension of the vectors the index holds for this model (None: none yet), read
+        once: asking the embedder could cost a model call. Cached entries of another are
+        passed over."""
+        if not self._dimension_read:  # once a run, found or not: never a scan per file
+            self._dimension = claims.index_dimension(
+                self.conn, self.embedder.model_id, [self.vault.id]
+            )
+            self._dimension_read = True
+        return self._dimension
 
     def tip(self) -> str | None:
         """The commit the index should reach: HEAD, or the ref a shared vault's source follows."""
@@ -198,7 +215,11 @@ class Ingester:
         elif isinstance(outcome, Index):
             inserted, n = store.upsert_note(self.conn, vid, outcome.note, entry.blob, commit)
             result.chunks_written += n
-            result.reused += store.fill_from_cache(self.conn, vid, self.embedder.model_id, [path])
+            dimension = self.known_dimension()
+            if dimension is not None:  # else the drain fills it, once the dimension is known
+                result.reused += store.fill_from_cache(
+                    self.conn, vid, self.embedder.model_id, [path], dimension
+                )
             if known is None or known.kind is not store.IndexedAs.NOTE or inserted:
                 result.added += 1
             else:
@@ -335,7 +356,9 @@ class Ingester:
         total, rate) is written for `vaultmem status`."""
         vid, model = self.vault.id, self.embedder.model_id
         with self.writing():
-            result.reused += store.fill_from_cache(self.conn, vid, model)
+            known = self.known_dimension()
+            if known is not None:  # a cached vector is used only with the model's dimension
+                result.reused += store.fill_from_cache(self.conn, vid, model, None, known)
             store.set_model(self.conn, vid, model)
         total = store.backlog_size(self.conn, vid, model)
         self.conn.commit()
@@ -344,8 +367,26 @@ class Ingester:
             self._prepare_generic()
             self.fill_second_opinion(result, should_pause=should_pause)
             return True
-        db.ensure_vector_index(self.conn, model, self.embedder.dimension)
+        dimension = self.embedder.dimension  # needed for the index anyway
+        if known is None:
+            with self.writing():
+                result.reused += store.fill_from_cache(self.conn, vid, model, None, dimension)
+            total = store.backlog_size(self.conn, vid, model)
+            self.conn.commit()
+        db.ensure_vector_index(self.conn, model, dimension)
         self.conn.commit()
+        misfits = claims.misfit_entries(self.conn, vid, model, dimension)
+        self.conn.commit()
+        if misfits:
+            # Never fatal: such an entry is passed over and its text embedded again.
+            result.cache_skipped += misfits
+            log.warning(
+                "passed over %d cached vectors that are not %d-dimensional (%s): their texts "
+                "are embedded again; `vaultmem gc --cache` purges them",
+                misfits,
+                self.embedder.dimension,
+                model,
+            )
         done = 0
         ceiling = max(1, self.settings.embedding_batch_size)
         batch = min(ceiling, FIRST_BATCH)
@@ -357,7 +398,12 @@ class Ingester:
                 break
             with store.write_transaction(self.conn):
                 step = embed_claimed(
-                    self.conn, self.embedder, batch, vault_ids=[vid], models=[model]
+                    self.conn,
+                    self.embedder,
+                    batch,
+                    vault_ids=[vid],
+                    models=[model],
+                    dimension=dimension,
                 )
             if step.claimed == 0:
                 break  # nothing left, or all of it being embedded by workers right now
@@ -441,12 +487,16 @@ def embed_claimed(
     *,
     vault_ids: list[int] | None = None,
     models: list[str] | None = None,
+    dimension: int | None = None,
 ) -> ClaimStep:
     """Claim up to `limit` backlog chunks, embed the texts no one has embedded yet with each
     vault's model (`embedder_for`: one embedder, or a function from a model id to one), and
     give every claimed chunk its vector, in the caller's transaction. The claims are released
     when it ends; if it rolls back (a model error, a kill), nothing was written and the
-    chunks are simply in the backlog again."""
+    chunks are simply in the backlog again. `dimension`: the (one) model's, when the caller
+    knows it; else the index's (`claims.index_dimension`): cached entries of another are
+    passed over."""
+    known_dimension = dimension
     claimed = claims.claim(conn, limit, models=models, vault_ids=vault_ids)
     by_model: dict[str, dict[str, claims.Claimed]] = {}
     for c in claimed:
@@ -454,24 +504,37 @@ def embed_claimed(
     embedded = reused = filled = 0
     seconds = 0.0
     for model_id, texts in by_model.items():
-        mine = claims.lock_texts(conn, model_id, list(texts))
-        cached = claims.cached_vectors(conn, model_id, mine)
-        todo = [h for h in mine if h not in cached]
-        if todo:
+
+        def model(model_id: str = model_id) -> Embedder:
             embedder = embedder_for if not callable(embedder_for) else embedder_for(model_id)
             if embedder.model_id != model_id:
                 raise VaultmemError(
                     f"the embedder for {model_id} makes {embedder.model_id} vectors: refusing "
                     "to mix them into the index"
                 )
+            return embedder
+
+        # The model's dimension, as the index already holds it (asking the embedder could cost
+        # a model call): cached entries of another dimension are passed over.
+        dimension = known_dimension or claims.index_dimension(
+            conn, model_id, sorted({c.vault_id for c in claimed})
+        )
+        mine = claims.lock_texts(conn, model_id, list(texts))
+        if dimension is None and claims.cached_vectors(conn, model_id, mine):
+            dimension = model().dimension  # entries to judge, and no vector to judge them by
+        cached = claims.cached_vectors(conn, model_id, mine, dimension)
+        todo = [h for h in mine if h not in cached]
+        if todo:
+            embedder = model()
             inputs = [markdown.embedding_input(texts[h].heading, texts[h].content) for h in todo]
             t0 = time.monotonic()
             vectors = embedder.embed_documents(inputs)
             seconds += time.monotonic() - t0
             claims.store_vectors(conn, model_id, todo, vectors)
             embedded += len(todo)
+            dimension = dimension or int(vectors.shape[1])
         reused += len(cached)
-        filled += claims.fill_from_cache(conn, model_id, mine)
+        filled += claims.fill_from_cache(conn, model_id, mine, None, dimension)
     return ClaimStep(len(claimed), embedded, reused, filled, seconds)
 
 

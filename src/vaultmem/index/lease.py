@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import random
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+
+import psycopg
 
 from .. import store
 from ..errors import VaultmemError
@@ -77,12 +80,11 @@ class VaultLease:
                 # there and whose lease has yet to run out) is not silent.
                 told = True
                 log.warning(
-                    "waiting for another writer of vault %s (%s, pid %s); if it has stopped, "
-                    "its lease runs out within %.0f s",
+                    "waiting for another writer of vault %s (%s, pid %s): %s",
                     self.vault.name,
                     other.hostname,
                     other.pid,
-                    other.remaining,
+                    waiting_because(other),
                 )
             if time.monotonic() >= deadline:
                 since = ""
@@ -124,11 +126,45 @@ class VaultLease:
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
-        """One write transaction of the vault's index, the lease renewed (and checked) first."""
-        with store.write_transaction(self.conn):
-            if self.held:
-                leases.renew(self.conn, self.vault.id, self.who, self.seconds)
-            yield
+        """One write transaction of the vault's index, bound to the lease (`leases.bind_to_lease`:
+        the server ends it if this writer stalls past the lease) and the lease renewed (and
+        checked) first."""
+        try:
+            with store.write_transaction(self.conn):
+                if self.held:
+                    leases.bind_to_lease(self.conn, self.seconds)
+                    leases.renew(self.conn, self.vault.id, self.who, self.seconds)
+                yield
+        except (
+            psycopg.errors.IdleInTransactionSessionTimeout,
+            psycopg.errors.QueryCanceled,
+            psycopg.errors.LockNotAvailable,
+        ) as exc:
+            if not self.held:
+                raise
+            self.held = False  # the lease is another writer's to take now
+            raise WriterStalled(
+                f"this writer of vault {self.vault.name} stalled longer than its lease "
+                f"({self.seconds:.0f} s, VAULTMEM_WRITER_LEASE) and the server ended its "
+                "transaction; nothing of it was written: run the command again"
+            ) from exc
+
+
+class WriterStalled(leases.LeaseLost):
+    """The server ended a writer's transaction that outlived its lease (it was frozen, or one
+    statement or lock wait took longer than the lease)."""
+
+
+def waiting_because(other: leases.LeaseState) -> str:
+    """Why a writer waits for `other`'s lease, honestly: its time left, or, once it has run
+    out, that the server is about to end the holder's still-open transaction."""
+    if other.expired:
+        return (
+            "its lease has run out but its last transaction is still open (a frozen or suspended "
+            "machine); the server ends it one lease after its last statement, then this run "
+            "takes over"
+        )
+    return f"if it has stopped, its lease runs out within {max(1, math.ceil(other.remaining))} s"
 
 
 def _gone(lease: leases.LeaseState) -> bool:

@@ -19,6 +19,7 @@ from .. import store, vaults
 from ..config import Settings
 from ..embed import get_embedder
 from ..embed.use import wants_second_opinion
+from ..errors import SchemaError
 from ..store import IndexedAs, db
 from . import gitdiff
 from .decision import decide
@@ -326,8 +327,11 @@ def status_report(settings: Settings) -> StatusReport:
     from ..store import claims
 
     with db.connect(settings) as conn:
+        db.check_role(conn)
         info = db.server_info(conn)
         version = db.schema_version(conn)
+        if version > db.SCHEMA_VERSION:
+            raise SchemaError(db.newer_schema(version))
         rows = [vault_status(conn, v) for v in db.vault_stats(conn)] if version else []
         workers = claims.workers(conn) if version >= 8 else []
         backlog = claims.backlog_counts(conn) if version >= 8 else {}

@@ -10,7 +10,11 @@ Design decisions:
   holds nothing once its connection is gone (its transaction rolls back, through a pooler
   too). Chunks of the same text in other rows (another vault, the same paragraph twice) are
   made one model call by a transaction-scoped advisory lock per (model, content hash), taken
-  before the cache is checked: a text is embedded once per model for the whole server.
+  before the cache is checked: a text is embedded once per model and trust domain.
+- The cache is read across trust domains never: an entry is used for a chunk only when its
+  writer may write the chunk's vault (`vaultmem_trusts` in schema.sql), and only when it has
+  the model's dimension. Another member's entry for the same text, whatever vector it holds,
+  is not seen; an entry of the wrong dimension is passed over and the text embedded again.
 - Filling other rows with a vector skips rows another transaction holds (an ingester
   rewriting that note): they stay in the backlog and the next claim fills them from the cache.
   A claimer therefore never waits for anyone while it holds claims, so it cannot deadlock.
@@ -36,7 +40,9 @@ __all__ = [
     "cached_vectors",
     "claim",
     "fill_from_cache",
+    "index_dimension",
     "lock_texts",
+    "misfit_entries",
     "register_worker",
     "stop_worker",
     "store_vectors",
@@ -108,40 +114,85 @@ def claim(
 
 
 def lock_texts(conn: Conn, model_id: str, hashes: Sequence[str]) -> list[str]:
-    """The `hashes` this transaction now alone may embed with `model_id` (advisory locks held
-    until it ends); the others are being embedded by another transaction right now."""
+    """The `hashes` this transaction now alone may embed with `model_id` for this role (advisory
+    locks held until it ends); the others are being embedded by another transaction of the
+    same role right now. Another role embeds its own copy (its own trust domain)."""
     if not hashes:
         return []
     rows = conn.execute(
         "SELECT h FROM unnest(%s::text[]) AS h"
-        " WHERE pg_try_advisory_xact_lock(%s, hashtext(%s || h))",
+        " WHERE pg_try_advisory_xact_lock(%s, hashtext(%s || current_user || ':' || h))",
         (list(dict.fromkeys(hashes)), _LOCK_NAMESPACE, model_id + ":"),
     ).fetchall()
     return [r["h"] for r in rows]
 
 
-def cached_vectors(conn: Conn, model_id: str, hashes: Sequence[str]) -> set[str]:
-    """Which of `hashes` the shared cache already holds a `model_id` vector of."""
+def _fits(dimension: int | None) -> str:
+    """SQL (on the cache's alias `c`) true for an entry of `dimension` (None: any)."""
+    return "" if dimension is None else f" AND vector_dims(c.embedding) = {int(dimension)}"
+
+
+def cached_vectors(
+    conn: Conn, model_id: str, hashes: Sequence[str], dimension: int | None = None
+) -> set[str]:
+    """Which of `hashes` this role's own cache entries hold a `model_id` vector of (of
+    `dimension`, when given): the texts it need not embed again. An entry of this role is fit
+    for every vault the role may write."""
     if not hashes:
         return set()
     rows = conn.execute(
-        "SELECT content_hash FROM embedding_cache WHERE model_id = %s AND content_hash = ANY(%s)",
+        "SELECT content_hash FROM embedding_cache c WHERE model_id = %s"
+        " AND content_hash = ANY(%s) AND written_by = vaultmem_current_role()" + _fits(dimension),
         (model_id, list(hashes)),
     ).fetchall()
     return {r["content_hash"] for r in rows}
 
 
-def cached_embeddings(conn: Conn, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-    """The shared cache's `model_id` vectors of `hashes` (those it holds)."""
+def cached_embeddings(
+    conn: Conn, model_id: str, hashes: Sequence[str], dimension: int | None = None
+) -> dict[str, np.ndarray]:
+    """The `model_id` vectors of `hashes` written by this role or a role acting for it (those
+    the cache holds)."""
     if not hashes:
         return {}
     rows = conn.execute(
-        "SELECT content_hash, embedding FROM embedding_cache"
-        " WHERE model_id = %s AND content_hash = ANY(%s)",
+        "SELECT DISTINCT ON (content_hash) content_hash, embedding FROM embedding_cache c"
+        " WHERE model_id = %s AND content_hash = ANY(%s)"
+        " AND vaultmem_trusts(written_by, vaultmem_current_role())"
+        + _fits(dimension)
+        + " ORDER BY content_hash, written_by = vaultmem_current_role() DESC",
         (model_id, list(dict.fromkeys(hashes))),
         binary=True,  # vectors in pgvector's binary form: a quarter of the text form's cost
     ).fetchall()
     return {r["content_hash"]: _array(r["embedding"]) for r in rows}
+
+
+def index_dimension(conn: Conn, model_id: str, vault_ids: Sequence[int]) -> int | None:
+    """The dimension of the `model_id` vectors the vaults' chunks already hold (None: none
+    yet). Only vectors from entries the chunks' vaults trust ever reach a chunk. Read within
+    the given vaults (their key's index), never across the whole table: a catch-up's cost
+    follows its vault."""
+    row = conn.execute(
+        "SELECT vector_dims(embedding) AS d FROM memory_primary"
+        " WHERE vault_id = ANY(%s) AND model_id = %s AND embedding IS NOT NULL LIMIT 1",
+        (list(vault_ids), model_id),
+    ).fetchone()
+    return int(row["d"]) if row else None
+
+
+def misfit_entries(conn: Conn, vault_id: int, model_id: str, dimension: int) -> int:
+    """Texts of the vault's backlog for which it would trust a cache entry that does not have
+    the model's dimension: passed over (the text is embedded again), and worth reporting. Read
+    from the backlog (its partial index), so the count costs what the change costs."""
+    row = conn.execute(
+        "SELECT count(DISTINCT p.content_hash) AS n FROM memory_primary p"
+        " JOIN embedding_cache c ON c.model_id = %(m)s AND c.content_hash = p.content_hash"
+        " JOIN vaults v ON v.id = p.vault_id"
+        " WHERE p.vault_id = %(v)s AND p.embedding IS NULL"
+        " AND vaultmem_trusts(c.written_by, v.owner) AND vector_dims(c.embedding) <> %(d)s",
+        {"v": vault_id, "m": model_id, "d": int(dimension)},
+    ).fetchone()
+    return int(row["n"]) if row else 0
 
 
 def _array(value: Any) -> np.ndarray:
@@ -191,24 +242,28 @@ def missing_agnostic(conn: Conn, vault_id: int, model_id: str) -> list[str]:
     return [r["content_hash"] for r in rows]
 
 
-def fill_agnostic(conn: Conn, vault_id: int, model_id: str, hashes: Sequence[str]) -> int:
+def fill_agnostic(
+    conn: Conn, vault_id: int, model_id: str, hashes: Sequence[str], dimension: int | None = None
+) -> int:
     """Give the vault's chunks with one of `hashes` their second-opinion vector from the shared
-    cache (where it holds one); rows another transaction holds (an embedding claim, an ingest)
-    are left for the next fill. Returns the chunks filled."""
+    cache (where it holds one the vault trusts, of `dimension` when given); rows another
+    transaction holds (an embedding claim, an ingest) are left for the next fill. Returns the
+    chunks filled."""
     if not hashes:
         return 0
     cur = conn.execute(
         """
         UPDATE memory_primary p
            SET agnostic = c.embedding, agnostic_model_id = c.model_id
-          FROM embedding_cache c,
+          FROM embedding_cache c, vaults v,
                (SELECT vault_id, path, chunk_index FROM memory_primary
                  WHERE vault_id = %(v)s AND content_hash = ANY(%(h)s)
                    AND agnostic IS NULL
                  FOR UPDATE SKIP LOCKED) q
          WHERE p.vault_id = q.vault_id AND p.path = q.path AND p.chunk_index = q.chunk_index
-           AND c.model_id = %(m)s AND c.content_hash = p.content_hash
-        """,
+           AND v.id = p.vault_id AND vaultmem_trusts(c.written_by, v.owner)
+           AND c.model_id = %(m)s AND c.content_hash = p.content_hash"""
+        + _fits(dimension),
         {"v": vault_id, "m": model_id, "h": list(hashes)},
     )
     return cur.rowcount
@@ -227,11 +282,14 @@ def chunk_inputs(conn: Conn, vault_id: int, hashes: Sequence[str]) -> dict[str, 
 
 
 def store_vectors(conn: Conn, model_id: str, hashes: Sequence[str], vectors: np.ndarray) -> None:
-    """Add vectors to the shared cache (a text already there keeps its vector)."""
+    """Add vectors to the shared cache in this role's name (a text already there keeps its
+    vector, unless that one has another dimension: an entry that was passed over is mended)."""
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO embedding_cache (model_id, content_hash, embedding) VALUES (%s, %s, %s)"
-            " ON CONFLICT (model_id, content_hash) DO NOTHING",
+            " ON CONFLICT (model_id, content_hash, written_by) DO UPDATE"
+            " SET embedding = EXCLUDED.embedding, created_at = now()"
+            " WHERE vector_dims(embedding_cache.embedding) <> vector_dims(EXCLUDED.embedding)",
             [
                 (model_id, h, np.asarray(v, dtype=np.float32))
                 for h, v in zip(hashes, vectors, strict=True)
@@ -240,11 +298,15 @@ def store_vectors(conn: Conn, model_id: str, hashes: Sequence[str], vectors: np.
 
 
 def fill_from_cache(
-    conn: Conn, model_id: str, hashes: Sequence[str], vault_ids: Sequence[int] | None = None
+    conn: Conn,
+    model_id: str,
+    hashes: Sequence[str],
+    vault_ids: Sequence[int] | None = None,
+    dimension: int | None = None,
 ) -> int:
     """Give every backlog chunk with one of `hashes` (of a vault whose model is `model_id`, and
-    among `vault_ids` when given) its cached vector; rows another transaction holds are left
-    for later. Returns the chunks filled."""
+    among `vault_ids` when given) a cached vector its vault trusts (of `dimension` when given);
+    rows another transaction holds are left for later. Returns the chunks filled."""
     if not hashes:
         return 0
     params: dict[str, Any] = {"m": model_id, "h": list(hashes)}
@@ -256,14 +318,15 @@ def fill_from_cache(
         f"""
         UPDATE memory_primary p
            SET embedding = c.embedding, model_id = c.model_id, updated_at = now()
-          FROM embedding_cache c,
+          FROM embedding_cache c, vaults v,
                (SELECT q.vault_id, q.path, q.chunk_index
                   FROM memory_primary q JOIN index_state s ON s.vault_id = q.vault_id
                  WHERE q.content_hash = ANY(%(h)s) AND s.model_id = %(m)s
                    AND q.embedding IS NULL{where}
                    FOR UPDATE OF q SKIP LOCKED) t
          WHERE p.vault_id = t.vault_id AND p.path = t.path AND p.chunk_index = t.chunk_index
-           AND c.model_id = %(m)s AND c.content_hash = p.content_hash
+           AND v.id = p.vault_id AND vaultmem_trusts(c.written_by, v.owner)
+           AND c.model_id = %(m)s AND c.content_hash = p.content_hash{_fits(dimension)}
         """,
         params,
     )

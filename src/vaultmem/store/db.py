@@ -85,13 +85,67 @@ def connect_url(url: str, *, timeout: int = 5, purpose: str = "vaultmem") -> Con
             "fix VAULTMEM_DATABASE_URL (or the vault's registration: `vaultmem vaults list`)"
         ) from None
     except psycopg.OperationalError as exc:
-        raise DatabaseUnavailable(
-            f"cannot reach the database at {redact_url(url)}: check that it is running "
-            "(`vaultmem db start` for the bundled one) or fix VAULTMEM_DATABASE_URL"
-        ) from exc
+        raise DatabaseUnavailable(connection_failure(url, exc, timeout)) from exc
     if _has_vector(conn):
         _register_vector(conn)
     return conn
+
+
+def connection_failure(url: str, exc: Exception, timeout: float) -> str:
+    """One sentence for a connection that failed, told apart by what libpq (or the pooler)
+    said, with the next step: authentication, TLS, no TLS, refused, no answer, no such
+    database, the pooler. Never quotes the password."""
+    where = redact_url(url)
+    text = str(exc).lower()
+    if any(
+        k in text
+        for k in ("password authentication failed", "no password supplied", "sasl", "scram")
+    ) or ("role" in text and "does not exist" in text):
+        return (
+            f"authentication failed at {where}: the server refused this role's password; fix "
+            "the user or password (VAULTMEM_DATABASE_URL, PGPASSWORD or ~/.pgpass) or ask the "
+            "database's administrator to reset it"
+        )
+    if "does not support ssl" in text or "ssl is not enabled" in text or "ssl off" in text:
+        return (
+            f"the server at {where} does not offer TLS: put a pooler that terminates TLS in "
+            'front of it (README, "Team setup"), or on a trusted network set sslmode=disable'
+        )
+    if any(k in text for k in ("certificate", "ssl", "tls", "root cert")):
+        return (
+            f"TLS to {where} failed ({_first_line(exc)}): check sslrootcert (the CA that signed "
+            "the server's certificate), the host name the certificate names, and sslmode"
+        )
+    if "connection refused" in text:
+        return (
+            f"nothing is listening at {where}: start the database or its pooler (`vaultmem db "
+            "start` for the bundled one), or fix the host and port in VAULTMEM_DATABASE_URL"
+        )
+    if "timeout expired" in text or "timed out" in text:
+        return (
+            f"the database at {where} did not answer within {timeout:.0f} s: check the host, "
+            "the network and any firewall between here and it"
+        )
+    if "database" in text and "does not exist" in text:
+        return (
+            f"no such database at {where}: create it (`CREATE DATABASE ...` as an "
+            "administrator) or fix the database name in VAULTMEM_DATABASE_URL"
+        )
+    if any(k in text for k in ("pgbouncer", "no more connections", "server login", "pooler")):
+        return (
+            f"the pooler at {where} could not serve this connection ({_first_line(exc)}): check "
+            "the pooler's log and that its database server is running"
+        )
+    return (
+        f"cannot reach the database at {where}: check that it is running "
+        "(`vaultmem db start` for the bundled one) or fix VAULTMEM_DATABASE_URL"
+    )
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    line = lines[-1] if lines else type(exc).__name__
+    return line.removeprefix("FATAL:").strip()[:160]
 
 
 def unparsable_because(exc: Exception) -> str:
@@ -120,6 +174,66 @@ def _register_vector(conn: Conn) -> None:
     from pgvector.psycopg import register_vector
 
     register_vector(conn)
+
+
+def check_role(conn: Conn, *, setting_up: bool = False) -> None:
+    """Raise RoleError (one sentence, the GRANT that fixes it) when this role cannot use
+    vaultmem's tables here: the schema exists and the role may not read it (not a member of
+    vaultmem_member: a member, or a would-be second owner), or `setting_up` there is no schema
+    yet and the role may not create one. Catalog reads only: before anything is registered."""
+    from ..errors import RoleError
+
+    row = conn.execute(
+        """
+        SELECT current_user AS role, current_database() AS db, current_schema() AS schema,
+               c.oid IS NOT NULL AS has_schema,
+               c.relowner::regrole::text AS owner,
+               CASE WHEN c.oid IS NOT NULL
+                    THEN has_table_privilege(c.oid, 'SELECT') END AS can_read,
+               has_schema_privilege(current_schema(), 'CREATE') AS can_create
+          FROM (SELECT 1) AS one
+          LEFT JOIN pg_class c ON c.oid = to_regclass('vaultmem_schema')
+        """
+    ).fetchone()
+    conn.commit()
+    assert row is not None
+    if row["has_schema"] and not row["can_read"]:
+        raise RoleError(
+            f"role {row['role']} is not a member of vaultmem_member, so it may not use "
+            f"vaultmem's tables in database {row['db']} (they belong to {row['owner']}): ask "
+            f"their owner to run `GRANT vaultmem_member TO {row['role']};`, then run this again"
+        )
+    if setting_up and not row["has_schema"] and not row["can_create"]:
+        raise RoleError(
+            f"role {row['role']} may not create vaultmem's tables in schema {row['schema']} of "
+            f"database {row['db']}: run `vaultmem init` once as the database's owner, or ask "
+            f"for `GRANT CREATE ON SCHEMA {row['schema']} TO {row['role']};`"
+        )
+
+
+def newer_schema(version: int) -> str:
+    """The sentence for a database whose schema this vaultmem is too old to read or write."""
+    return (
+        f"the database schema is version {version}, newer than this vaultmem understands "
+        f"({SCHEMA_VERSION}): upgrade vaultmem on this machine (another machine already did); "
+        "until then it neither reads nor writes this database"
+    )
+
+
+def check_readable(conn: Conn) -> None:
+    """Before a read (query, context, the hook, the warm service's new connection): this role
+    may use vaultmem's tables (else RoleError) and their schema is not newer than this code's
+    (else SchemaError: results read through a layout this code does not know would be wrong
+    silently). One catalog read and one row."""
+    try:
+        version = schema_version(conn)
+    except psycopg.errors.InsufficientPrivilege:
+        conn.rollback()
+        check_role(conn)
+        raise
+    conn.commit()
+    if version > SCHEMA_VERSION:
+        raise SchemaError(newer_schema(version))
 
 
 def schema_version(conn: Conn) -> int:
@@ -217,6 +331,7 @@ def apply_schema(conn: Conn) -> list[int]:
     Current already (the common case: `init` of another vault, every ingest): nothing runs
     but two reads. Otherwise the upgrade waits for the writers in flight, then applies the
     migrations and schema.sql in one transaction, retried while a table is busy."""
+    check_role(conn, setting_up=True)  # a role set up wrong: one sentence, nothing changed
     check_pgvector(conn)  # catalog reads only, unless the extension is missing
     # A member's role (team mode) may not run DDL, and needs none when its version is current.
     current = schema_is_current(conn) or (
@@ -252,10 +367,7 @@ def _upgrade(conn: Conn) -> list[int]:
             locks.hold_schema_for_upgrade(conn)
             current = schema_version(conn)
             if current > SCHEMA_VERSION:
-                raise SchemaError(
-                    f"the database schema is version {current}, newer than this vaultmem "
-                    f"understands ({SCHEMA_VERSION}): upgrade vaultmem"
-                )
+                raise SchemaError(newer_schema(current))
             if current == SCHEMA_VERSION and _recorded_fingerprint(conn) == schema_fingerprint():
                 return []  # another process upgraded it while this one waited
             conn.execute(f"SET LOCAL lock_timeout = {UPGRADE_LOCK_TIMEOUT_MS}")
@@ -292,15 +404,13 @@ def _upgrade(conn: Conn) -> list[int]:
 
 
 def require_schema(conn: Conn) -> None:
+    check_role(conn)
     version = schema_version(conn)
     if version == 0:
         raise SchemaError("the database has no vaultmem schema yet: run `vaultmem init`")
     if version != SCHEMA_VERSION:
         if version > SCHEMA_VERSION:
-            raise SchemaError(
-                f"the database schema is version {version}, newer than this vaultmem "
-                f"understands ({SCHEMA_VERSION}): upgrade vaultmem"
-            )
+            raise SchemaError(newer_schema(version))
         raise SchemaError(
             f"the database schema is version {version}; run `vaultmem init` to upgrade it"
         )
@@ -364,10 +474,19 @@ def register_vault(conn: Conn, root: Path, *, installation: str | None = None) -
             {"r": str(root), "n": root.name, "i": inst},
         ).fetchone()
         assert row is not None
-        conn.execute(
-            "INSERT INTO index_state (vault_id) VALUES (%s) ON CONFLICT DO NOTHING", (row["id"],)
-        )
+        _ensure_index_state(conn, row["id"])
     return _vault(row)
+
+
+def _ensure_index_state(conn: Conn, vault_id: int) -> None:
+    """The vault's index_state row, added if missing. Checked first: an INSERT ... ON CONFLICT
+    would wait for a writer's open transaction that updates the row (a frozen writer's, until
+    the server ends it), before this run could even ask for the lease and say it waits."""
+    conn.execute(
+        "INSERT INTO index_state (vault_id) SELECT %(v)s WHERE NOT EXISTS"
+        " (SELECT 1 FROM index_state WHERE vault_id = %(v)s) ON CONFLICT DO NOTHING",
+        {"v": vault_id},
+    )
 
 
 def register_shared_vault(conn: Conn, name: str, root: Path) -> Vault:
@@ -388,10 +507,7 @@ def register_shared_vault(conn: Conn, name: str, root: Path) -> Vault:
                 {"r": str(root), "n": name},
             ).fetchone()
             assert row is not None
-            conn.execute(
-                "INSERT INTO index_state (vault_id) VALUES (%s) ON CONFLICT DO NOTHING",
-                (row["id"],),
-            )
+            _ensure_index_state(conn, row["id"])
     except psycopg.errors.InsufficientPrivilege:
         raise ConfigError(
             f"a shared vault named {name!r} already exists and belongs to another role: choose "

@@ -8,8 +8,18 @@ never a client's), and `renew` runs first in every write transaction, extending 
 checking that this holder still has it: the row lock it takes keeps a competitor from taking
 the lease until that transaction commits, so two writers' transactions never interleave, and a
 writer whose lease ran out (it stalled longer than the lease) finds out before it writes
-anything. A crashed holder's lease simply expires. Every function leaves transaction control to
-the caller, as `tables` does, except `acquire` and `release`, which commit.
+anything. A crashed holder's lease simply expires.
+
+A frozen holder (a laptop suspended, a SIGSTOPped process) is the one a lease alone cannot end:
+its open transaction keeps the lease row locked, and a competitor's `acquire` would wait for
+that lock for as long as the server keeps the session (~11 minutes through a pooler). So a
+writer's transaction is bound to its lease (`bind_to_lease`: idle, statement and lock timeouts
+of one lease plus MARGIN_SECONDS), and `acquire` waits at most ACQUIRE_LOCK_MS for the row: the
+server ends the frozen transaction one lease after its last statement, when its lease has run
+out too, and the next writer takes over.
+
+Every function leaves transaction control to the caller, as `tables` does, except `acquire`,
+`take_over` and `release`, which commit.
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
+
 from ..errors import VaultmemError
 from .db import Conn
 
@@ -30,6 +42,7 @@ __all__ = [
     "LeaseLost",
     "LeaseState",
     "acquire",
+    "bind_to_lease",
     "holder",
     "in_this_space",
     "lease_of",
@@ -40,8 +53,32 @@ __all__ = [
 ]
 
 
+# A writer's transaction may outlive its lease by this much before the server ends it (idle
+# between statements, one statement, or waiting for one lock).
+MARGIN_SECONDS = 5.0
+# How long `acquire` waits for the lease row while another writer's transaction holds it.
+ACQUIRE_LOCK_MS = 1000
+
+
 class LeaseLost(VaultmemError):
     """Another writer took this vault's lease (this one stalled past its expiry)."""
+
+
+def session_limit_ms(seconds: float) -> int:
+    """The timeouts of a writer's transaction with a lease of `seconds`, in milliseconds."""
+    return int((max(1.0, seconds) + MARGIN_SECONDS) * 1000)
+
+
+def bind_to_lease(conn: Conn, seconds: float) -> None:
+    """In the caller's write transaction (before its first write): the server ends it if it
+    stays idle, runs one statement, or waits for one lock longer than the lease plus
+    MARGIN_SECONDS. Transaction-local (SET LOCAL), so it works through a pooler."""
+    limit = str(session_limit_ms(seconds))
+    conn.execute(
+        "SELECT set_config('idle_in_transaction_session_timeout', %(l)s, true),"
+        " set_config('statement_timeout', %(l)s, true), set_config('lock_timeout', %(l)s, true)",
+        {"l": limit},
+    )
 
 
 @dataclass(frozen=True)
@@ -103,8 +140,21 @@ class LeaseState:
 
 def acquire(conn: Conn, vault_id: int, who: Holder, seconds: float) -> LeaseState | None:
     """Take the vault's lease for `seconds` if it is free, expired or already ours. Returns
-    None when it is taken; the current holder is then `lease_of(conn, vault_id)`. Commits."""
-    row = conn.execute(
+    None when it is taken; the current holder is then `lease_of(conn, vault_id)`. Commits.
+    Waits at most ACQUIRE_LOCK_MS for the row a writer's open transaction holds (None then)."""
+    try:
+        with conn.transaction():
+            conn.execute("SELECT set_config('lock_timeout', %s, true)", (str(ACQUIRE_LOCK_MS),))
+            row = _acquire(conn, vault_id, who, seconds)
+    except psycopg.errors.LockNotAvailable:
+        conn.rollback()
+        return None
+    conn.commit()
+    return _state(row) if row else None
+
+
+def _acquire(conn: Conn, vault_id: int, who: Holder, seconds: float) -> Any:
+    return conn.execute(
         """
         INSERT INTO writer_leases AS l (vault_id, holder, hostname, pid, expires_at)
         VALUES (%(v)s, %(h)s, %(host)s, %(pid)s, now() + make_interval(secs => %(s)s))
@@ -117,8 +167,6 @@ def acquire(conn: Conn, vault_id: int, who: Holder, seconds: float) -> LeaseStat
         """,
         {"v": vault_id, "h": who.token, "host": who.hostname, "pid": who.pid, "s": seconds},
     ).fetchone()
-    conn.commit()
-    return _state(row) if row else None
 
 
 def take_over(

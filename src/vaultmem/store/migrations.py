@@ -88,6 +88,16 @@ def m008_machines_and_roles(conn: psycopg.Connection[Any]) -> None:
     a path claims its row (`db.register_vault`)."""
 
 
+def m009_trusted_cache(conn: psycopg.Connection[Any]) -> None:
+    """The shared vector cache records each entry's writer and is read only across a trust
+    domain (schema.sql's `embedding_cache` section). An entry from before has no known writer:
+    any member holding a text could have put any vector there, so every one is deleted (a
+    chunk keeps the vector on its row; a text that needs one again is embedded once per trust
+    domain)."""
+    if _columns(conn, "embedding_cache") and "written_by" not in _columns(conn, "embedding_cache"):
+        conn.execute("DELETE FROM embedding_cache")
+
+
 def rebuild_lexical_stats(conn: psycopg.Connection[Any]) -> None:
     """Recount memory_lexical_stats and memory_lexicon from memory_primary (all vaults)."""
     conn.execute("DELETE FROM memory_lexicon")
@@ -115,6 +125,7 @@ MIGRATIONS: list[tuple[int, Migration]] = [
     (5, m005_skip_codes),
     (6, m006_no_empty_lexemes),
     (8, m008_machines_and_roles),
+    (9, m009_trusted_cache),
 ]
 
 CURRENT_VERSION = MIGRATIONS[-1][0]

@@ -282,11 +282,20 @@ def refresh_statistics(conn: Conn) -> None:
     conn.commit()
 
 
-def collect_garbage(conn: Conn) -> dict[str, int]:
-    """What `vaultmem gc` removes: cached vectors no chunk uses, lexemes no chunk holds."""
-    cache = prune_embedding_cache(conn)
+def purge_embedding_cache(conn: Conn) -> int:
+    """Delete every cached vector this role may delete: those it wrote and those of the roles
+    acting for it (its worker roles); every entry for the role that owns vaultmem's tables.
+    Chunks keep the vectors on their rows; a text that needs one again is embedded again."""
+    return conn.execute("DELETE FROM embedding_cache").rowcount
+
+
+def collect_garbage(conn: Conn, *, cache: bool = False) -> dict[str, int]:
+    """What `vaultmem gc` removes: cached vectors no chunk uses, lexemes no chunk holds; and
+    with `cache`, every cached vector this role may purge (`purge_embedding_cache`)."""
+    purged = purge_embedding_cache(conn) if cache else 0
+    cache_rows = prune_embedding_cache(conn) + purged
     lexemes = conn.execute("DELETE FROM memory_lexicon WHERE df <= 0").rowcount
-    return {"embedding_cache": cache, "lexicon": lexemes}
+    return {"embedding_cache": cache_rows, "lexicon": lexemes}
 
 
 def _chunk_hashes(conn: Conn, vault_id: int, path: str) -> list[str]:
@@ -415,20 +424,29 @@ def upsert_note(
 
 
 def fill_from_cache(
-    conn: Conn, vault_id: int, model_id: str, paths: Iterable[str] | None = None
+    conn: Conn,
+    vault_id: int,
+    model_id: str,
+    paths: Iterable[str] | None = None,
+    dimension: int | None = None,
 ) -> int:
-    """Give chunks whose content is already embedded (by this model) their vector. No model call."""
+    """Give chunks whose content is already embedded (by this model, in an entry the vault
+    trusts, of `dimension` when given: `claims`) their vector. No model call."""
     params: dict[str, Any] = {"v": vault_id, "m": model_id}
     where = ""
     if paths is not None:
         params["paths"] = list(paths)
         where = " AND p.path = ANY(%(paths)s)"
+    if dimension is not None:
+        params["d"] = int(dimension)
+        where += " AND vector_dims(c.embedding) = %(d)s"
     cur = conn.execute(
         f"""
         UPDATE memory_primary p SET embedding = c.embedding, model_id = c.model_id,
                updated_at = now()
-          FROM embedding_cache c
+          FROM embedding_cache c, vaults v
          WHERE p.vault_id = %(v)s AND c.model_id = %(m)s AND c.content_hash = p.content_hash
+           AND v.id = p.vault_id AND vaultmem_trusts(c.written_by, v.owner)
            AND p.embedding IS NULL{where}
            AND EXISTS (SELECT 1 FROM index_state s WHERE s.vault_id = %(v)s AND s.model_id = %(m)s)
         """,
@@ -471,6 +489,7 @@ def store_embeddings(
            SET embedding = c.embedding, model_id = c.model_id, updated_at = now()
           FROM embedding_cache c
          WHERE p.vault_id = %(v)s AND c.model_id = %(m)s AND c.content_hash = p.content_hash
+           AND c.written_by = vaultmem_current_role()
            AND p.content_hash = ANY(%(h)s) AND p.embedding IS NULL
            AND EXISTS (SELECT 1 FROM index_state s WHERE s.vault_id = %(v)s AND s.model_id = %(m)s)
         """,

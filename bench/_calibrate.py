@@ -15,8 +15,10 @@ The bands are then chosen on the same training corpora (`choose_bands`).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -263,6 +265,32 @@ def deliver(row: Row, fusion: Fusion, *, level: float = 0.0, k: int = 5) -> list
     if row.stats is None:
         return []
     return gate(row.hits, fusion=fusion, stats=row.stats, k=k, level=level)
+
+
+def fitted_path(provider: str) -> Path:
+    """The fitted file of a provider's calibrations (bench/fits/<provider>.json): what
+    search/profiles.py's constants are copied from, and what tests/test_relevance_gate.py
+    checks them against."""
+    return Path(__file__).parent / "fits" / f"{provider}.json"
+
+
+def write_fitted(provider: str, field: str, cal: Calibration, *, passage: bool = False) -> None:
+    """Record `cal` as the provider's fitted `field` (calibration, lexical_calibration,
+    second_calibration): its weights and bands as profiles.py holds them (`rounded`), keeping
+    the passage band and coverage bench/delivery.py chose; with `passage`, those two only."""
+    path = fitted_path(provider)
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    old = data.get(field)
+    if passage:
+        new = {**(old or {}), "hit_passage": cal.to_dict()["hit_passage"]}
+        new["passage_coverage"] = cal.to_dict()["passage_coverage"]
+    else:
+        new = rounded(cal).to_dict()
+        for key in ("hit_passage", "passage_coverage"):
+            new[key] = (old or {}).get(key)
+    data[field] = new
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def source_text(cal: Calibration) -> str:

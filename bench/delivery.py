@@ -15,7 +15,9 @@ For prompts none of the notes answers: the share given text or a passage, and an
 
 Every figure for one of the six corpora is judged with a calibration fitted WITHOUT it
 (leave-one-corpus-out, `relevance.shipped_and_held_out`); the meetings corpus is judged with
-the shipped calibrations (fitted on the six, none of them it). The delivery plan's own
+the fit on all six (none of them it), which is what ships (a note is printed if the profile's
+constant is not that fit). `--write` records the passage bands chosen on all six in the fitted
+file, bench/fits/<provider>.json. The delivery plan's own
 constants (`agent.delivery.ROOMS`...) are budget choices, not fitted on any corpus.
 
 Three paths: cold (the one-shot hook: e5 alone), warm (the second opinion's list at the
@@ -53,6 +55,7 @@ import relevance
 from _corpora import bench_vault
 from _data import recall_at
 from _setup import bench_env
+from relevance import provider_of
 
 K = 5
 
@@ -289,14 +292,20 @@ def choose_passage(rows: list[Any], fusion: Any, field: str) -> tuple[float, flo
 def cached_fits(field: str, rows_by: dict[str, list[Any]], make: Any) -> dict[str, Any]:
     """Held-out fits (slow: minutes) kept in the bench folder for the same rows."""
     import hashlib
+    import inspect
     import pickle
 
     from _corpora import bench_dir
 
+    from vaultmem.search import relevance as gate_module
+
+    # The gate's signals are part of what a fit depends on: a change to them is a new fit.
     sig = hashlib.sha256(
         repr(
             sorted((n, len(rs), sum(len(r.hits) for r in rs)) for n, rs in rows_by.items())
         ).encode()
+        + inspect.getsource(gate_module).encode()
+        + inspect.getsource(_calibrate).encode()
     ).hexdigest()[:16]
     path = bench_dir() / f"delivery-fits-{field}-{sig}.pkl"
     if path.is_file():
@@ -370,6 +379,12 @@ def main() -> int:
     ap.add_argument("--corpora", default="", help="report only these (comma-separated)")
     ap.add_argument("--live", type=int, default=0, metavar="N", help="check every N-th prompt live")
     ap.add_argument("--no-warm", action="store_true", help="the cold path only")
+    ap.add_argument(
+        "--write",
+        action="store_true",
+        help="record the passage bands chosen on all six in bench/fits/ (search/profiles.py "
+        "copies them)",
+    )
     relevance.add_collection_options(ap)
     args = ap.parse_args()
     bench_env("vaultmem-delivery-", args.provider)
@@ -407,18 +422,27 @@ def main() -> int:
     assert base is not None
     six = [c for c in cold if c != "meetings"]
 
-    def held_out(rows_by: dict[str, list[Any]], field: str, shipped: Any) -> dict[str, Any]:
-        """Per wanted corpus, the profile with `field` fitted without it (meetings: `shipped`)
-        and its passage band chosen without it (`choose_passage`)."""
+    def held_out(
+        rows_by: dict[str, list[Any]], field: str, shipped: Any, record: bool = True
+    ) -> dict[str, Any]:
+        """Per wanted corpus, the profile with `field` fitted without it (meetings: the fit on
+        all six, which `shipped` should be)
+        and its passage band chosen without it (`choose_passage`); with --write and `record`,
+        the band chosen on all six goes to the fitted file."""
         fits = cached_fits(
             field,
             rows_by,
             lambda: {
-                name: _calibrate.fit([r for n in six if n != name for r in rows_by[n]])
-                for name in six
+                **{
+                    name: _calibrate.fit([r for n in six if n != name for r in rows_by[n]])
+                    for name in six
+                },
+                # meetings is in none of the six: the fit on all six, as it ships
+                "meetings": _calibrate.fit([r for n in six for r in rows_by[n]]),
             },
         )
-        fits["meetings"] = shipped
+        if not _calibrate.close(fits["meetings"], shipped):
+            print(f"  NOTE: the shipped {field} is not the fit on all six (relevance.py --fit)")
         out = {}
         for name in wanted:
             fusion = dataclasses.replace(base, **{field: fits[name]})
@@ -431,6 +455,11 @@ def main() -> int:
             f"  {field}, chosen on all six (ships): hit_passage={shipped[0]:.2f}, "
             f"PASSAGE_COVERAGE={shipped[1]}"
         )
+        if args.write and record:
+            chosen = dataclasses.replace(
+                getattr(base, field), hit_passage=shipped[0], passage_coverage=shipped[1]
+            )
+            _calibrate.write_fitted(provider_of(base), field, chosen, passage=True)
         return out
 
     paths = {"cold (one-shot hook)": (cold, held_out(cold, "calibration", base.calibration))}
@@ -443,7 +472,7 @@ def main() -> int:
         fit0 = _calibrate.fit([r for n in six for r in warm[0.0][n]])
         paths["warm, its signals only (list weight 0, calibration refitted at 0)"] = (
             warm[0.0],
-            held_out(warm[0.0], "second_calibration", fit0),
+            held_out(warm[0.0], "second_calibration", fit0, record=False),
         )
     plan_timing(cold, base)
     for title, (rows_by, fusions) in paths.items():

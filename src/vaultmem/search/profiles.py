@@ -3,8 +3,10 @@
 `LEXICAL_CALIBRATION`, `SECOND_CALIBRATION`), in one place: fusion, the gate and the ingest
 (`fusion.prepare_generic`) read the same value, so they cannot disagree about a model.
 
-The calibrations are `bench/relevance.py --fit`'s output, copied here; the bench checks on
-every run that these are the fit's current values.
+The calibrations are copied from the fitted file `bench/fits/<provider>.json`, which
+`bench/relevance.py --fit` (weights and bands) and `bench/delivery.py --write` (passage band and
+coverage) write; tests/test_relevance_gate.py checks the two are equal, and the benches check on
+every run that the file is the fit's current value.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from .hits import Delivery, Hit
 
@@ -268,6 +268,43 @@ class Calibration:
             raise ValueError(
                 f"{len(PROMPT_SIGNALS)} prompt weights needed, not {len(self.prompt_weights)}"
             )
+
+    def to_dict(self) -> dict[str, object]:
+        """The calibration as a fitted file holds it (`bench/fits/`): signal names beside the
+        weights, and null for a band that is never reached."""
+        return {
+            "hit_weights": dict(zip(SIGNALS, self.hit_weights, strict=True)),
+            "hit_bias": self.hit_bias,
+            "prompt_weights": dict(zip(PROMPT_SIGNALS, self.prompt_weights, strict=True)),
+            "prompt_bias": self.prompt_bias,
+            **{
+                name: None if math.isinf(getattr(self, name)) else getattr(self, name)
+                for name in ("prompt", "hit_pointer", "hit_text", "hit_passage", "passage_coverage")
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        """The calibration of a fitted file (`to_dict`); a weight per signal, by name."""
+        hit, prompt = data["hit_weights"], data["prompt_weights"]
+        if set(hit) != set(SIGNALS) or set(prompt) != set(PROMPT_SIGNALS):
+            raise ValueError("a fitted calibration names other signals than the gate reads")
+
+        def band(name: str, missing: float) -> float:
+            value = data.get(name)
+            return missing if value is None else float(value)
+
+        return cls(
+            tuple(float(hit[n]) for n in SIGNALS),
+            float(data["hit_bias"]),
+            tuple(float(prompt[n]) for n in PROMPT_SIGNALS),
+            float(data["prompt_bias"]),
+            band("prompt", math.inf),
+            band("hit_pointer", math.inf),
+            band("hit_text", math.inf),
+            band("hit_passage", math.inf),
+            band("passage_coverage", math.inf),
+        )
 
     def score(self, s: Signals) -> float:
         return self.hit_bias + sum(

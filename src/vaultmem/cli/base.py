@@ -6,7 +6,6 @@ options, and which vault a command acts on.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +92,7 @@ def vault_root(vault: str | None) -> Path:
     from .. import vaults
     from ..index.gitdiff import repo_root
 
-    chosen = vault or os.environ.get("VAULTMEM_VAULT")
+    chosen = vaults.requested(vault)
     if chosen:
         entry = vaults.load().get(chosen)
         if entry is not None and entry.path is None:

@@ -6,8 +6,9 @@ options, and which vault a command acts on.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -140,6 +141,19 @@ vault_option = click.option(
     help="The vault: a registered name or a path. Default: VAULTMEM_VAULT, else the current "
     "directory (for query and context: the registered vault holding it, else the default vault).",
 )
+
+
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+def naming_mcp_tools(command: _Command) -> _Command:
+    """Fill `{mcp_tools}` in a command's docstring (its --help) with the tools `vaultmem mcp`
+    serves, from the one list that defines them (`agent.claude_mcp.TOOLS`), so the help never
+    names fewer or others. Goes under the click decorator, which reads the docstring."""
+    from ..agent.claude_mcp import tool_names
+
+    command.__doc__ = (command.__doc__ or "").replace("{mcp_tools}", tool_names())
+    return command
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")

@@ -134,12 +134,20 @@ def reading_vault(vault: str | None) -> Any:
     return vaults.resolve(vaults.load(), vault, cwd=Path.cwd())
 
 
-vault_option = click.option(
+# Two kinds of command take --vault, and choose differently without it (vault_root and
+# reading_vault): one that acts on a vault's git work tree, like git, and one that hands notes
+# out, which reads only a registered vault. Each says its own default.
+VAULT_HELP = (
+    "The vault: a registered name or a path. Default: VAULTMEM_VAULT, else the git work tree "
+    "holding the current directory."
+)
+vault_option = click.option("--vault", "vault", type=str, help=VAULT_HELP)
+reading_vault_option = click.option(
     "--vault",
     "vault",
     type=str,
-    help="The vault: a registered name or a path. Default: VAULTMEM_VAULT, else the current "
-    "directory (for query and context: the registered vault holding it, else the default vault).",
+    help="The registered vault to read: a name or a path. Default: VAULTMEM_VAULT, else the "
+    "registered vault holding the current directory, else the default vault.",
 )
 
 

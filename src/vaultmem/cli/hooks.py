@@ -12,6 +12,7 @@ import click
 
 from ..index.registration import register
 from .base import (
+    VAULT_HELP,
     cli,
     echo,
     json_option,
@@ -99,7 +100,13 @@ def hooks_group() -> None:
 
 
 @hooks_group.command(name="install")
-@vault_option
+@click.option(
+    "--vault",
+    "vault",
+    type=str,
+    help=VAULT_HELP + " With --claude: the vault the MCP server serves (default: the one it "
+    "finds from the folder Claude Code runs in).",
+)
 @_claude_options
 @click.option(
     "--force",

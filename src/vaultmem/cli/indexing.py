@@ -257,7 +257,11 @@ def _embedding_line(v: VaultStatus) -> str:
     if v.ingest_running:
         # A writer holds the lock but has not reported embedding progress: its text pass (a
         # hook's catch-up, `ingest`, `rebuild`) comes first, the vectors next.
-        return line + "; an ingest is running (text first, then these vectors)"
+        return line + (
+            "; an ingest is running (text first, then these vectors)"
+            if backlog
+            else "; an ingest is running"
+        )
     if backlog:
         line += "; no drainer is running: `vaultmem ingest` (or the next commit) resumes it"
         if embedded and secs:

@@ -533,7 +533,7 @@ def _peer_is_me(conn: socket.socket) -> bool:
 
     creds = conn.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i"))
     _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid == os.getuid()
+    return int(uid) == os.getuid()
 
 
 def _serve_one(service: Service, conn: socket.socket) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -218,7 +218,7 @@ def status(as_json: bool) -> None:
     _echo_workers(workers, backlog)
 
 
-def _echo_workers(workers: list, backlog: dict[str, int]) -> None:
+def _echo_workers(workers: list[Any], backlog: dict[str, int]) -> None:
     """The embedding workers seen in the last hour and how fast they go."""
     if backlog:
         echo("backlog on the server: " + ", ".join(f"{n} for {m}" for m, n in backlog.items()))

@@ -170,7 +170,7 @@ class _FrontMatterLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]  # unannotated in types-PyYAML
             raise yaml.composer.ComposerError(
                 None, None, "YAML aliases are not supported", event.start_mark
             )

@@ -201,7 +201,8 @@ def _prose(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             doc = ast.get_docstring(node, clean=False)
             if doc is not None and node.body:
-                out.append((node.body[0].lineno, doc))
+                first = node.body[0].lineno
+                out += [(first + i, line) for i, line in enumerate(doc.splitlines())]
     return out
 
 

@@ -293,6 +293,24 @@ def test_every_command_has_help() -> None:
         assert code == 0 and "Usage:" in out
 
 
+def test_help_names_only_options_that_exist() -> None:
+    """Every `--option` a command's help or its options' help mentions is an option of some
+    vaultmem command (a renamed or removed option leaves no advice behind)."""
+    import re
+
+    import click
+
+    known = {"--help", "--version"}
+    for _, cmd in _commands(cli):
+        for param in cmd.params:
+            if isinstance(param, click.Option):
+                known.update(param.opts, param.secondary_opts)
+    for path, cmd in _commands(cli):
+        texts = [cmd.help or "", *(getattr(p, "help", None) or "" for p in cmd.params)]
+        named = {o for t in texts for o in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", t)}
+        assert named <= known, (path, sorted(named - known))
+
+
 def test_each_commands_vault_option_says_the_default_that_command_uses() -> None:
     """Commands that hand notes out read a registered vault; the others act on the work tree,
     like git. Each --vault help says its own command's default, not the other kind's."""

@@ -3,7 +3,7 @@
 -- Idempotent: every statement is safe to run again, so `vaultmem init` (and a fresh
 -- docker-compose container, which mounts this file) can apply it at any time.
 -- The Markdown in git is the source of truth; every row here can be rebuilt from it.
--- Upgrades from older layouts are plain Python functions in src/vaultmem/migrations.py.
+-- Upgrades from older layouts are plain Python functions in src/vaultmem/store/migrations.py.
 
 CREATE EXTENSION IF NOT EXISTS vector;
 

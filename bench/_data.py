@@ -70,7 +70,7 @@ def subset(
 
 
 def corpus_files(corpus: dict[str, dict]) -> dict[str, str]:
-    """One note per document: docs/ID.md with the title as its heading."""
+    """One note per document: docs/<id>.md in the vault, with the title as its heading."""
     files = {}
     for did, d in corpus.items():
         title = (d.get("title") or "").strip()

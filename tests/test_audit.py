@@ -452,3 +452,17 @@ def test_secret_corpus_through_the_pipeline(conn, vault, caplog, capsys) -> None
     print(summary)  # again: the capture above swallowed the first print
     # The rebuild did not change the verdicts.
     assert {q.path for q in audit.list_quarantined(conn, v.id)} == quarantined
+
+
+@pytest.mark.parametrize("path", ["notes/secret.md", "deploy.md"])
+def test_revoke_with_a_path_points_at_audit_revoke(path: str) -> None:
+    result = CliRunner().invoke(cli, ["revoke", path])
+    assert result.exit_code == 2
+    assert "Missing argument 'ROLE'" in result.output
+    assert f"`vaultmem audit revoke {path}`" in result.output
+
+
+def test_revoke_with_a_vault_name_and_no_role_is_the_plain_usage_error() -> None:
+    result = CliRunner().invoke(cli, ["revoke", "team-notes"])
+    assert result.exit_code == 2 and "Missing argument 'ROLE'" in result.output
+    assert "audit revoke" not in result.output

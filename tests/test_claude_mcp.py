@@ -243,3 +243,14 @@ def test_no_mcp_goes_with_claude(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli, ["hooks", "install", "--no-mcp"])
     assert result.exit_code == 2 and "--claude" in result.output
+
+
+@pytest.mark.parametrize("command", [["hooks", "install"], ["mcp"]])
+def test_the_help_names_every_tool_the_server_serves(command: list[str]) -> None:
+    from vaultmem.agent.claude_mcp import TOOLS
+
+    result = CliRunner().invoke(cli, [*command, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "tools search, get, recent, status and remember" in text
+    assert set(TOOLS) == {"search", "get", "recent", "status", "remember"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -170,3 +171,117 @@ def test_rooms_import_only_the_rooms_before_them() -> None:
             if other not in (room, "kernel") and other not in ROOMS_MAY_IMPORT[room]:
                 wrong.append(f"{module} ({room}) imports {target} ({other})")
     assert wrong == []
+
+
+# A file path a comment, docstring or document names: a repository folder, then a file with a
+# kind we keep. Strings in code are left alone: test corpora name made-up files on purpose.
+_PATH_CLAIM = re.compile(
+    r"(?<![\w./-])((?:src|tests|bench|docs|bin|git-hooks)/[\w./-]*\w\.(?:py|md|sql|toml|sh|yml))\b"
+)
+# The prose a file holds: all of a document; for Python, its comments and docstrings.
+_DOC_SUFFIXES = {".md", ".toml", ".sql", ".yml"}
+
+
+def _prose(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of the comments and docstrings of a Python file, or every line of a
+    document."""
+    import ast
+    import io
+    import tokenize
+
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".py":
+        return list(enumerate(text.splitlines(), 1))
+    out = [
+        (tok.start[0], tok.string)
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+        if tok.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node, clean=False)
+            if doc is not None and node.body:
+                first = node.body[0].lineno
+                out += [(first + i, line) for i, line in enumerate(doc.splitlines())]
+    return out
+
+
+def missing_path_claims(files: list[Path], root: Path) -> list[str]:
+    """`file:line: path` for every path named in `files`' prose that is not a file or folder
+    under `root`."""
+    out = []
+    for path in files:
+        for line, text in _prose(path):
+            for named in _PATH_CLAIM.findall(text):
+                if not (root / named).exists():
+                    out.append(f"{path.relative_to(root)}:{line}: {named}")
+    return out
+
+
+def _tracked_prose_files() -> list[Path]:
+    listed = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [
+        ROOT / name
+        for name in listed
+        if (name.endswith(".py") or Path(name).suffix in _DOC_SUFFIXES) and (ROOT / name).is_file()
+    ]
+
+
+def test_every_path_a_comment_or_document_names_exists() -> None:
+    assert missing_path_claims(_tracked_prose_files(), ROOT) == []
+
+
+def test_the_path_check_reports_a_made_up_path(tmp_path: Path) -> None:
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "real.py").write_text("")
+    (tmp_path / "mod.py").write_text(
+        '"""Measured with bench/real.py and bench/made_up.py."""\n'
+        "# see src/vaultmem/nowhere.py\n"
+        'SAMPLE = "tests/test_auth.py"  # a string in code is data, not a claim\n'
+    )
+    (tmp_path / "notes.md").write_text("Run `bench/gone.py`; `bench/real.py` is fine.\n")
+    found = missing_path_claims([tmp_path / "mod.py", tmp_path / "notes.md"], tmp_path)
+    assert sorted(found) == [
+        "mod.py:1: bench/made_up.py",
+        "mod.py:2: src/vaultmem/nowhere.py",
+        "notes.md:1: bench/gone.py",
+    ]
+
+
+# Modules that read a setting from the environment themselves instead of through config (named,
+# with the reason, in config's docstring).
+SETTINGS_READ_OUTSIDE_CONFIG = {
+    "vaultmem.vaults",
+    "vaultmem.agent.claude_hook",
+    "vaultmem.agent.warm_client",
+}
+
+
+def _reads_a_setting(text: str) -> bool:
+    """Whether module source `text` reads the process environment (`os.environ`, `getenv`) and
+    looks a setting up in a mapping: `.get(NAME)` or `[NAME]` with a SETTINGS name, or with a
+    constant holding one. A mapping a caller passes in (tests do) is not the environment."""
+    from vaultmem.config import SETTINGS
+
+    if "os.environ" not in text and "getenv(" not in text:
+        return False
+    names = "|".join(re.escape(name) for name in SETTINGS)
+    constants = re.findall(rf'^(\w+) = "(?:{names})"$', text, re.M)
+    keys = [rf'"(?:{names})"', *(rf"{re.escape(c)}\b" for c in constants)]
+    return any(re.search(rf"(?:\.get\(|getenv\(|\[)\s*{key}", text) for key in keys)
+
+
+def test_settings_are_read_in_config_or_in_the_modules_it_names() -> None:
+    import vaultmem.config
+
+    readers = {
+        name
+        for name, path in _modules().items()
+        if name != "vaultmem.config" and _reads_a_setting(path.read_text(encoding="utf-8"))
+    }
+    assert readers == SETTINGS_READ_OUTSIDE_CONFIG
+    doc = vaultmem.config.__doc__ or ""
+    for name in SETTINGS_READ_OUTSIDE_CONFIG:
+        assert f"`{name.removeprefix('vaultmem.')}`" in doc, name

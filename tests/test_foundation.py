@@ -293,6 +293,39 @@ def test_every_command_has_help() -> None:
         assert code == 0 and "Usage:" in out
 
 
+def test_help_names_only_options_that_exist() -> None:
+    """Every `--option` a command's help or its options' help mentions is an option of some
+    vaultmem command (a renamed or removed option leaves no advice behind)."""
+    import re
+
+    import click
+
+    known = {"--help", "--version"}
+    for _, cmd in _commands(cli):
+        for param in cmd.params:
+            if isinstance(param, click.Option):
+                known.update(param.opts, param.secondary_opts)
+    for path, cmd in _commands(cli):
+        texts = [cmd.help or "", *(getattr(p, "help", None) or "" for p in cmd.params)]
+        named = {o for t in texts for o in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", t)}
+        assert named <= known, (path, sorted(named - known))
+
+
+def test_each_commands_vault_option_says_the_default_that_command_uses() -> None:
+    """Commands that hand notes out read a registered vault; the others act on the work tree,
+    like git. Each --vault help says its own command's default, not the other kind's."""
+    helps = {}
+    for path, cmd in _commands(cli):
+        for param in cmd.params:
+            if param.name == "vault":
+                helps[path] = " ".join((getattr(param, "help", "") or "").split())
+    assert not [path for path, words in helps.items() if "query and context" in words]
+    for path in [("query",), ("context",)]:
+        assert "registered vault holding the current directory" in helps[path], path
+    for path in [("hooks", "install"), ("audit", "allow"), ("audit", "list"), ("ingest",)]:
+        assert "the git work tree holding the current directory" in helps[path], path
+
+
 def test_a_database_that_dies_mid_command_is_one_line(conn, vault, monkeypatch) -> None:
     """The server terminates the session while a command runs: no traceback, exit 4."""
     vault.write("a.md", "# A\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -309,7 +310,13 @@ def test_init_indexes_text_then_leaves_vectors_to_a_background_drainer(
         assert "0 chunks embedded, 0 reused, 30 awaiting embeddings" in r.output
         assert "measuring the embedding rate of 30 chunks in the background" in r.output
         eta = [ln for ln in r.output.splitlines() if ln.startswith("vectors: ")][-1]
-        assert " chunks to embed in the background, about " in eta, eta
+        counted = re.fullmatch(
+            r"vectors: (\d+) of the 30 chunks embedded in the background so far, the other "
+            r"(\d+) in about .*",
+            eta,
+        )
+        assert counted is not None, eta
+        assert int(counted[1]) + int(counted[2]) == 30, eta
         assert "chunks/s (measured there)" in eta, eta
         assert srv.requests  # the drainer's calls; init itself embeds nothing
         _wait_embedded(conn, vault)

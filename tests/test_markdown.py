@@ -10,10 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vaultmem.index.markdown import (
-    SKIP_BINARY,
-    SKIP_INVALID_UTF8,
-    SKIP_TOO_LARGE,
-    SKIP_UTF16,
     WIDE_CHAR_WEIGHT,
     Chunk,
     NoteSkipped,
@@ -22,6 +18,7 @@ from vaultmem.index.markdown import (
     parse_note,
     text_size,
 )
+from vaultmem.index.skips import SkipCode
 
 
 def non_space(text: str) -> str:
@@ -48,18 +45,22 @@ def test_decode_note_normalises(data: bytes, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("data", "kind", "reason"),
+    ("data", "code", "reason"),
     [
-        pytest.param(b"PNG\0\0\x01", SKIP_BINARY, "binary content (NUL bytes)", id="nul"),
-        pytest.param(b"caf\xe9", SKIP_INVALID_UTF8, "not valid UTF-8", id="latin-1"),
-        pytest.param(b"\xff\xfeh\0i\0", SKIP_UTF16, "UTF-16", id="utf-16"),
-        pytest.param(b"x" * 11, SKIP_TOO_LARGE, "too large (11 bytes, limit 10)", id="too-large"),
+        pytest.param(b"PNG\0\0\x01", SkipCode.BINARY, "binary content (NUL bytes)", id="nul"),
+        pytest.param(b"caf\xe9", SkipCode.INVALID_UTF8, "not valid UTF-8", id="latin-1"),
+        pytest.param(b"\xff\xfeh\0i\0", SkipCode.UTF16, "UTF-16", id="utf-16"),
+        pytest.param(
+            b"x" * 11, SkipCode.TOO_LARGE, "too large (11 bytes, limit 10)", id="too-large"
+        ),
     ],
 )
-def test_decode_note_skips_with_a_reason(data: bytes, kind: str, reason: str) -> None:
+def test_decode_note_skips_with_a_code_value_and_a_reason(
+    data: bytes, code: SkipCode, reason: str
+) -> None:
     with pytest.raises(NoteSkipped) as info:
         decode_note(data, max_bytes=10)
-    assert info.value.kind == kind
+    assert info.value.code is code
     assert info.value.reason.startswith(reason)
     assert str(info.value) == info.value.reason
 

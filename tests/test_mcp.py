@@ -22,6 +22,7 @@ from secret_corpus import fake_aws
 
 from vaultmem import vaults
 from vaultmem.agent import injections
+from vaultmem.agent.claude_mcp import TOOLS
 from vaultmem.agent.mcp_server import MAX_GET_CHARS, note_id, tool_schema_chars
 from vaultmem.config import user_home
 
@@ -209,6 +210,13 @@ def check_schemas(listed: list[Any]) -> None:
         assert t.annotations is not None
         assert bool(t.annotations.read_only_hint) == (t.name != "remember")
     assert sizes["total"] < 1800, sizes
+    assert [t.name for t in listed] == list(TOOLS)
+    # The README's figures are these, measured, not a copy that drifts when a tool changes.
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    each = ", ".join(f"{name} {sizes[name]:,}" for name in TOOLS)
+    figures = f"{sizes['total']:,} characters for the five tools ({each})"
+    assert figures in readme, figures
+    assert f"({sizes['total']:,} characters for all five" in readme, figures
 
 
 def check_log() -> None:

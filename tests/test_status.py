@@ -84,3 +84,29 @@ def test_status_reports_a_vault_folder_that_is_gone(conn, vault) -> None:
     shutil.rmtree(vault.root)
     out = _status()
     assert f"the vault folder {vault.root} is gone" in out
+
+
+def test_once_every_chunk_has_its_vector_status_says_so_while_the_run_goes_on(
+    conn, vault, monkeypatch
+) -> None:
+    """The drainer goes on after the backlog (the generic requests, the second opinion): the
+    progress it left must not say "embedding now: 8 of 40 done" beside "0 awaiting"."""
+    from vaultmem.index import ingest, statedir
+
+    for i in range(40):
+        vault.write(f"n{i}.md", f"# Note {i}\n\nbody {i}\n")
+    vault.commit()
+    vault.register()
+    seen: list[tuple[object, str]] = []
+    real = ingest.Ingester._prepare_generic
+
+    def after_the_backlog(self: ingest.Ingester) -> None:
+        seen.append((statedir.read_progress(vault.root), _status()))
+        real(self)
+
+    monkeypatch.setattr(ingest.Ingester, "_prepare_generic", after_the_backlog)
+    index(vault.root)
+    live, out = seen[-1]
+    assert live is None
+    assert "0 chunks awaiting vectors" in out and "embedding now" not in out
+    assert "then these vectors" not in out

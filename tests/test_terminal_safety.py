@@ -95,6 +95,7 @@ def test_allowing_a_real_looking_credential_asks_first(conn, vault) -> None:
     for answer in ("n\n", ""):  # no, or no answer at all: declined, not an error
         result = runner.invoke(cli, ["audit", "allow", "deploy.md", "--vault", root], input=answer)
         assert result.exit_code == 0 and "aws-access-key" in result.output, result.output
+        assert "deploy.md holds what looks like a real credential" in result.output
         assert "indexed" not in result.output and "Aborted" not in result.output
         assert result.output.count("not allowed: nothing changed") == 1
     listed = runner.invoke(cli, ["audit", "list", "--vault", root, "--json"]).output

@@ -126,6 +126,24 @@ def test_a_silent_or_stale_socket_falls_back_to_the_cold_path(indexed_vault, war
     assert warm.status()["running"]
 
 
+def test_after_warm_stop_the_next_hook_starts_a_new_service(indexed_vault, warm_on):  # noqa: F811
+    """`warm stop` returns once the service has gone, and a stop is no failed start: the next
+    hook starts a service at once, not after the spawn back-off."""
+    first = started()
+    assert warm.stop()
+    assert not warm.status(timeout=0.5)["running"]
+    proc, _ = run_hook(payload(PROMPT, indexed_vault.root), None, "--no-memory")
+    assert b'path="ops/postgres-backup.md"' in proc.stdout  # this prompt: the cold path
+    deadline = time.monotonic() + 25  # under the 30 s back-off
+    while time.monotonic() < deadline and not warm.status(timeout=0.5)["running"]:
+        time.sleep(0.2)
+    found = warm.status()
+    assert found["running"] and found["pid"] != first["pid"], found
+    warm_out, _ = run_hook(payload(PROMPT, indexed_vault.root), None, "--no-memory")
+    assert warm_out.stdout == proc.stdout
+    assert warm.status()["served"] == 1
+
+
 def test_another_environment_gets_another_service(monkeypatch, warm_on):
     here = warm.endpoint()
     monkeypatch.setenv("VAULTMEM_DATABASE_URL", "postgresql://elsewhere/db")

@@ -59,7 +59,7 @@ def main() -> None:
         from .agent.claude_hook import main as hook_main
 
         hook_main(sys.argv[2:])  # returns only for --help or bad options: click handles those
-    sys.stdout = _PipeSafeStdout(sys.stdout)  # type: ignore[assignment]
+    sys.stdout = _PipeSafeStdout(sys.stdout)
     from .cli import cli
 
     cli()

@@ -1,4 +1,14 @@
-"""Settings: the only place vaultmem reads the environment, its user config and `.env` files.
+"""Settings: every setting vaultmem has (SETTINGS), read from the environment, the user config
+and a vault's `.env` files.
+
+Settings are read here, with three exceptions, each named here and kept to this list by
+tests/test_code_style.py: `vaults` (where the user config is, VAULTMEM_VAULT and the
+installation id: this module reads the user config through it, so it sits below), and the
+per-prompt hook's lean start (`agent.claude_hook` for VAULTMEM_HOOK_TIMEOUT, `agent.warm_client`
+for VAULTMEM_HOME, VAULTMEM_CONFIG and VAULTMEM_WARM_IDLE), which import only the standard
+library (tests check warm_client agrees with this module). Other modules pass the environment
+on to the processes they start, or read variables that are not vaultmem settings (PATH,
+CLAUDE_CONFIG_DIR, a session's id).
 
 Trust model (README, "What vaultmem reads"): settings that decide where data goes or which files
 are read (database, vaultmem home, embedding provider / URL / key, preferences file) come only

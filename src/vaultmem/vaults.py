@@ -24,6 +24,7 @@ from typing import Any
 from .errors import ConfigError
 
 CONFIG_ENV = "VAULTMEM_CONFIG"
+VAULT_ENV = "VAULTMEM_VAULT"
 # The registry is read and written only as a regular file (files.py): for a linked one (a
 # dotfiles manager's), the way out is to name the real file.
 LINK_ADVICE = f"set {CONFIG_ENV} to the file it points to (or copy that file in its place)"
@@ -193,6 +194,12 @@ def load(environ: Mapping[str, str] | None = None) -> UserConfig:
     )
 
 
+def requested(name: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The vault asked for by name: `name` (a --vault NAME or PATH), else VAULTMEM_VAULT."""
+    env = os.environ if environ is None else environ
+    return name or env.get(VAULT_ENV) or None
+
+
 def resolve(
     config: UserConfig,
     name: str | None = None,
@@ -207,7 +214,7 @@ def resolve(
     vaultmem reads"), explicit names before places. Never an unregistered directory: a name
     or path that is not registered is a ConfigError that says how to register it."""
     env = os.environ if environ is None else environ
-    for chosen, source in ((name, "--vault"), (env.get("VAULTMEM_VAULT"), "VAULTMEM_VAULT")):
+    for chosen, source in ((name, "--vault"), (env.get(VAULT_ENV), VAULT_ENV)):
         if chosen:
             entry = config.lookup(chosen)
             if entry is None:

@@ -7,7 +7,7 @@ Every path delivers the same fenced, bounded blocks (`render`), built for one pr
 - `claude_hook.run`: the per-prompt hook as its own lean process (standard library only until it
   must search), which asks the warm service (`warm_client` → `warm.Service`) and otherwise
   answers cold with `context.hook_context`, the same function the service calls;
-- `mcp_server.run`: the MCP server (tools search, get, recent, status);
+- `mcp_server.run`: the MCP server (its tools are `mcp_server.DESCRIPTIONS`' keys);
 - `injections`: the log of what every path delivered; `claude_settings` / `claude_mcp`: the hook
   and server entries in Claude Code's settings files.
 

@@ -24,6 +24,25 @@ from ..errors import ConfigError
 from .claude_settings import command_runnable, read_json_object, write_json_atomic
 
 SERVER_NAME = "vaultmem"
+# The tools the registered server offers, in the order it lists them, with the one-line
+# descriptions the model reads: `mcp_server.build_server` registers exactly these, and the
+# help texts that name the tools read them from here (this module imports no MCP or pydantic,
+# so the CLI can).
+TOOLS = {
+    "search": "Search the user's notes. Hits carry an id for get.",
+    "get": "Read a note (or a line range) as committed at HEAD.",
+    "recent": "Notes changed by the latest commits.",
+    "status": "Index freshness: commits behind HEAD, embedding backlog, model.",
+    "remember": "Commit a scanned note as the agent (mode new|append): path, blob, commit.",
+}
+
+
+def tool_names() -> str:
+    """The tools in words: "search, get, recent, status and remember"."""
+    *first, last = TOOLS
+    return f"{', '.join(first)} and {last}"
+
+
 # Which Claude Code MCP scope each hook scope registers the server in.
 MCP_SCOPE = {"project": "local", "shared": "local", "user": "user"}
 

@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from ..config import Settings
     from ..embed import Embedder
-    from ..search import Retrieval, SecondOpinion
+    from ..search import Hit, Retrieval, SecondOpinion
     from ..store import db
     from ..store.db import Conn
 
@@ -456,7 +456,7 @@ def notes_plan(
 
 
 def sources(
-    conn: Conn, vault: db.Vault, hits: list, agent_folder: str
+    conn: Conn, vault: db.Vault, hits: Sequence[Hit], agent_folder: str
 ) -> dict[str, dict[str, str]]:
     """path -> the fence attributes saying who wrote it, for the hits the agent wrote
     (`provenance.note_source` over the front matter the index holds)."""

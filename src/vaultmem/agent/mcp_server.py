@@ -1,7 +1,8 @@
 """The MCP server (`vaultmem mcp`): the agent searches and reads the user's vault mid-task.
 
 Design decisions:
-- Four read-only tools, `search`, `get`, `recent` and `status`, with one-line descriptions and
+- Four read-only tools, `search`, `get`, `recent` and `status`, and one writer, `remember`
+  (`claude_mcp.TOOLS` names them for the help texts too), with one-line descriptions and
   flat parameter schemas (no titles, no nullable unions): a client sends every tool's schema to
   the model on every turn, so each character is paid for again and again
   (`tool_schema_chars` measures them; bench/mcp_latency.py prints it).
@@ -35,6 +36,7 @@ from pydantic import Field
 from ..errors import ConfigError, GitError, VaultmemError
 from ..terminal import clean
 from . import injections
+from .claude_mcp import TOOLS as DESCRIPTIONS
 from .context import notes_plan, sources
 from .delivery import Form
 from .provenance import note_source
@@ -560,14 +562,6 @@ def _render_note(
 
 # --- the MCP server ----------------------------------------------------------------------------
 
-DESCRIPTIONS = {
-    "search": "Search the user's notes. Hits carry an id for get.",
-    "get": "Read a note (or a line range) as committed at HEAD.",
-    "recent": "Notes changed by the latest commits.",
-    "status": "Index freshness: commits behind HEAD, embedding backlog, model.",
-    "remember": "Commit a scanned note as the agent (mode new|append): path, blob, commit.",
-}
-
 
 def _compact(schema: dict[str, Any]) -> dict[str, Any]:
     """A JSON schema without pydantic's generated titles (the names already say it)."""
@@ -647,27 +641,27 @@ def build_server(tools: VaultTools) -> Any:
             lambda: tools.remember(title, text, list(tags or []), folder, mode, expect_blob)
         )
 
-    read_only = ToolAnnotations(read_only_hint=True)
+    # One function per tool that TOOLS names (the help texts name them from there), listed in
+    # its order; a tool TOOLS names without a function here is a KeyError, never a silent gap.
+    functions: dict[str, Callable[..., str]] = {
+        fn.__name__: fn for fn in (search, get, recent, status, remember)
+    }
     registered = []
-    for fn in (search, get, recent, status):
+    for name, description in DESCRIPTIONS.items():
         tool = Tool.from_function(
-            fn,
-            name=fn.__name__,
-            description=DESCRIPTIONS[fn.__name__],
-            annotations=read_only,
+            functions.pop(name),
+            name=name,
+            description=description,
+            annotations=(
+                ToolAnnotations(read_only_hint=False, destructive_hint=False)
+                if name == "remember"  # the one writer
+                else ToolAnnotations(read_only_hint=True)
+            ),
             structured_output=False,
         )
         tool.parameters = _compact(tool.parameters)
         registered.append(tool)
-    writer = Tool.from_function(
-        remember,
-        name="remember",
-        description=DESCRIPTIONS["remember"],
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False),
-        structured_output=False,
-    )
-    writer.parameters = _compact(writer.parameters)
-    registered.append(writer)
+    assert not functions, f"tools missing from claude_mcp.TOOLS: {sorted(functions)}"
     return MCPServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS,

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from .warm_client import (
     MAGIC,
     MAX_MESSAGE_BYTES,
+    SPAWN_MARK,
     Endpoint,
     code_signature,
     endpoint,
@@ -53,6 +54,9 @@ if TYPE_CHECKING:
 
 __all__ = ["WarmResources", "endpoint", "serve", "spawn", "start", "status", "stop", "warm_up"]
 
+# How long a starting service waits for the lock of one that is stopping (which notices within
+# its one-second accept timeout, then closes its connection and model) before it gives up.
+LOCK_PATIENCE_SECONDS = 3.0
 # A connection unused for this long is checked before it is handed out.
 PING_AFTER_SECONDS = 10.0
 # Bounds a query on the warm connection: a stuck statement must not block the service.
@@ -427,11 +431,19 @@ def serve(environ: Mapping[str, str] | None = None) -> str:
         return "the warm service is off (VAULTMEM_WARM_IDLE=0)"
     private_dir(ep.directory)
     lock_fd = os.open(ep.path(".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(lock_fd)
-        return "another warm service is running for this environment"
+    # A service on its way out (stopped, idle, replaced) holds the lock until it has closed its
+    # resources, and a hook that found its socket gone may start this one meanwhile: wait for
+    # that, briefly, rather than give up and leave the hooks cold until the next spawn.
+    deadline = time.monotonic() + LOCK_PATIENCE_SECONDS
+    while True:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                os.close(lock_fd)
+                return "another warm service is running for this environment"
+            time.sleep(0.1)
     service = Service(ep)
     prune_stale(ep)
     print(warm_up(service.resources), file=sys.stderr, flush=True)
@@ -526,7 +538,7 @@ def _peer_is_me(conn: socket.socket) -> bool:
 
     creds = conn.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i"))
     _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid == os.getuid()
+    return int(uid) == os.getuid()
 
 
 def _serve_one(service: Service, conn: socket.socket) -> None:
@@ -585,8 +597,10 @@ def start(environ: Mapping[str, str] | None = None, wait: float = 60.0) -> dict[
     return found
 
 
-def stop(environ: Mapping[str, str] | None = None) -> bool:
-    """Ask the service for this environment to stop. True if one was running."""
+def stop(environ: Mapping[str, str] | None = None, wait: float = 10.0) -> bool:
+    """Ask the service for this environment to stop, and wait (up to `wait` seconds) until it
+    has let go of its lock, so that a hook right after may start another. True if one was
+    running."""
     ep = endpoint(environ)
     if ep is None:
         return False
@@ -594,4 +608,37 @@ def stop(environ: Mapping[str, str] | None = None) -> bool:
         ok, _ = request(ep, b"stop", b"", 2.0)
     except (OSError, ValueError):
         return False
-    return ok
+    if not ok:
+        return False
+    _wait_until_free(ep.path(".lock"), wait)
+    # The spawn mark keeps hooks from starting a service that keeps failing more than once per
+    # SPAWN_EVERY_SECONDS; a service stopped on purpose did not fail, so the next hook may
+    # start one at once instead of answering cold until the mark is old enough.
+    try:
+        os.unlink(ep.path(SPAWN_MARK))
+    except OSError:  # none to clear (a service started by hand, `warm serve`)
+        pass
+    return True
+
+
+def _wait_until_free(lock_path: str, wait: float) -> bool:
+    """Whether the service lock at `lock_path` came free within `wait` seconds."""
+    import fcntl
+
+    deadline = time.monotonic() + wait
+    try:
+        fd = os.open(lock_path, os.O_WRONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return True
+            except OSError:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.05)
+    finally:
+        os.close(fd)

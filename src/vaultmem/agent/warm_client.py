@@ -33,6 +33,9 @@ MAX_SOCKET_PATH = 100
 # The hook starts a missing service at most this often: a service that cannot start must not
 # cost every prompt a fork.
 SPAWN_EVERY_SECONDS = 30.0
+# The file whose age says when a service was last started for this endpoint (the suffix after
+# the endpoint's name).
+SPAWN_MARK = ".spawned"
 MAX_MESSAGE_BYTES = 1 << 20
 _FINGERPRINT_NAMES = ("DATABASE_URL", "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
 _REGISTRY_NAMES = (b"VAULTMEM_HOME", b"VAULTMEM_WARM_IDLE")
@@ -239,7 +242,7 @@ def spawn(ep: Endpoint, *, force: bool = False, environ: Mapping[str, str] | Non
     `force`. True if one was started."""
     try:
         private_dir(ep.directory)
-        marker = ep.path(".spawned")
+        marker = ep.path(SPAWN_MARK)
         if not force:
             try:
                 if time.time() - os.stat(marker).st_mtime < SPAWN_EVERY_SECONDS:

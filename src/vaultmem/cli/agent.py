@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import VaultmemError
-from .base import cli, display_path, echo, json_option, print_json
+from .base import cli, display_path, echo, json_option, naming_mcp_tools, print_json
 
 
 @cli.group(name="warm")
@@ -81,9 +81,10 @@ def warm_serve() -> None:
     help="A registered vault (name or path). Default: VAULTMEM_VAULT, else the registered "
     "vault holding the current directory, else the default vault.",
 )
+@naming_mcp_tools
 def mcp_cmd(vault: str | None) -> None:
-    """Run the MCP server on stdio (for Claude Code): tools search, get, recent and status
-    over your registered vault. `vaultmem hooks install --claude` registers it."""
+    """Run the MCP server on stdio (for Claude Code): tools {mcp_tools} over your registered
+    vault. `vaultmem hooks install --claude` registers it."""
     from ..agent.mcp_server import run
 
     run(vault)

@@ -6,9 +6,9 @@ options, and which vault a command acts on.
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -93,7 +93,7 @@ def vault_root(vault: str | None) -> Path:
     from .. import vaults
     from ..index.gitdiff import repo_root
 
-    chosen = vault or os.environ.get("VAULTMEM_VAULT")
+    chosen = vaults.requested(vault)
     if chosen:
         entry = vaults.load().get(chosen)
         if entry is not None and entry.path is None:
@@ -134,13 +134,34 @@ def reading_vault(vault: str | None) -> Any:
     return vaults.resolve(vaults.load(), vault, cwd=Path.cwd())
 
 
-vault_option = click.option(
+# Two kinds of command take --vault, and choose differently without it (vault_root and
+# reading_vault): one that acts on a vault's git work tree, like git, and one that hands notes
+# out, which reads only a registered vault. Each says its own default.
+VAULT_HELP = (
+    "The vault: a registered name or a path. Default: VAULTMEM_VAULT, else the git work tree "
+    "holding the current directory."
+)
+vault_option = click.option("--vault", "vault", type=str, help=VAULT_HELP)
+reading_vault_option = click.option(
     "--vault",
     "vault",
     type=str,
-    help="The vault: a registered name or a path. Default: VAULTMEM_VAULT, else the current "
-    "directory (for query and context: the registered vault holding it, else the default vault).",
+    help="The registered vault to read: a name or a path. Default: VAULTMEM_VAULT, else the "
+    "registered vault holding the current directory, else the default vault.",
 )
+
+
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+def naming_mcp_tools(command: _Command) -> _Command:
+    """Fill `{mcp_tools}` in a command's docstring (its --help) with the tools `vaultmem mcp`
+    serves, from the one list that defines them (`agent.claude_mcp.TOOLS`), so the help never
+    names fewer or others. Goes under the click decorator, which reads the docstring."""
+    from ..agent.claude_mcp import tool_names
+
+    command.__doc__ = (command.__doc__ or "").replace("{mcp_tools}", tool_names())
+    return command
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")

@@ -11,7 +11,16 @@ from typing import Any
 import click
 
 from ..index.registration import register
-from .base import cli, echo, json_option, print_json, vault_option, vault_root
+from .base import (
+    VAULT_HELP,
+    cli,
+    echo,
+    json_option,
+    naming_mcp_tools,
+    print_json,
+    vault_option,
+    vault_root,
+)
 
 
 def _claude_options(f: Any) -> Any:
@@ -91,13 +100,20 @@ def hooks_group() -> None:
 
 
 @hooks_group.command(name="install")
-@vault_option
+@click.option(
+    "--vault",
+    "vault",
+    type=str,
+    help=VAULT_HELP + " With --claude: the vault the MCP server serves (default: the one it "
+    "finds from the folder Claude Code runs in).",
+)
 @_claude_options
 @click.option(
     "--force",
     is_flag=True,
     help="Write the git hooks even into a core.hooksPath folder inside the work tree.",
 )
+@naming_mcp_tools
 def hooks_install(
     vault: str | None,
     claude: bool,
@@ -125,8 +141,8 @@ def hooks_install(
     .claude/settings.local.json (--project, the default: per user, git-ignored),
     .claude/settings.json (--shared, committed by teams) or ~/.claude/settings.json (--user),
     merged without touching other hooks or settings. For one session only, use
-    bin/agent-with-memory. The MCP server `vaultmem mcp` (tools search, get, recent,
-    status) is registered too, in your ~/.claude.json as `claude mcp add` does (--user:
+    bin/agent-with-memory. The MCP server `vaultmem mcp` (tools {mcp_tools}) is
+    registered too, in your ~/.claude.json as `claude mcp add` does (--user:
     user scope; --project and --shared: local scope, this project only), never in the
     committed .mcp.json; --no-mcp leaves it out. --vault NAME makes it serve that vault.
 

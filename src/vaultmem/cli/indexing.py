@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -224,7 +224,7 @@ def status(as_json: bool) -> None:
     _echo_workers(workers, backlog)
 
 
-def _echo_workers(workers: list, backlog: dict[str, int]) -> None:
+def _echo_workers(workers: list[Any], backlog: dict[str, int]) -> None:
     """The embedding workers seen in the last hour and how fast they go."""
     if backlog:
         echo("backlog on the server: " + ", ".join(f"{n} for {m}" for m, n in backlog.items()))
@@ -263,7 +263,11 @@ def _embedding_line(v: VaultStatus) -> str:
     if v.ingest_running:
         # A writer holds the lock but has not reported embedding progress: its text pass (a
         # hook's catch-up, `ingest`, `rebuild`) comes first, the vectors next.
-        return line + "; an ingest is running (text first, then these vectors)"
+        return line + (
+            "; an ingest is running (text first, then these vectors)"
+            if backlog
+            else "; an ingest is running"
+        )
     if backlog:
         line += "; no drainer is running: `vaultmem ingest` (or the next commit) resumes it"
         if embedded and secs:

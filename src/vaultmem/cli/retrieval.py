@@ -13,7 +13,15 @@ from ..config import load_settings
 from ..errors import VaultmemError
 from ..search import Mode
 from ..search.explain import DROP_REASONS, band_line, explain_line
-from .base import cli, display_path, echo, json_option, print_json, reading_vault, vault_option
+from .base import (
+    cli,
+    display_path,
+    echo,
+    json_option,
+    print_json,
+    reading_vault,
+    reading_vault_option,
+)
 
 
 def _registered_vault(conn: Any, entry: Any, installation: str | None = None) -> Any:
@@ -59,7 +67,7 @@ def _registered_vault(conn: Any, entry: Any, installation: str | None = None) ->
     show_default=True,
     help="Retrievers to use.",
 )
-@vault_option
+@reading_vault_option
 def query_cmd(
     text: str,
     k: int,
@@ -265,7 +273,7 @@ def _gate_fields(v: Any) -> dict[str, Any]:
     help="Record what is printed in the injection log as this source (bin/agent-with-memory).",
 )
 @json_option
-@vault_option
+@reading_vault_option
 def context_cmd(
     text: str,
     max_chars: int | None,

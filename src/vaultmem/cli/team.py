@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from typing import Any
 
@@ -128,9 +129,34 @@ def grant(vault: str, role: str) -> None:
     echo(f"{role} may read {vault}" + ("" if added else " (already could)"))
 
 
+def _looks_like_a_file(name: str) -> bool:
+    """Whether a vault NAME argument is rather a note's path (a shared vault's name is a word)."""
+    return "/" in name or name.lower().endswith((".md", ".markdown")) or os.path.isfile(name)
+
+
+class _RoleArgument(click.Argument):
+    """ROLE. `vaultmem revoke PATH` is a natural guess for withdrawing `audit allow`, which is
+    `audit revoke`: without a ROLE after what looks like a file, the usage error says so."""
+
+    def process_value(self, ctx: click.Context, value: Any) -> Any:
+        try:
+            return super().process_value(ctx, value)
+        except click.MissingParameter:
+            first = ctx.params.get("vault")
+            if not isinstance(first, str) or not _looks_like_a_file(first):
+                raise
+            raise click.MissingParameter(
+                "`vaultmem revoke` withdraws a database role's grant on a shared vault. To "
+                "withdraw `audit allow` for a file (it is scanned again and quarantined if it "
+                f"hits), run `vaultmem audit revoke {first}`.",
+                ctx=ctx,
+                param=self,
+            ) from None
+
+
 @cli.command()
 @click.argument("vault")
-@click.argument("role")
+@click.argument("role", cls=_RoleArgument)
 def revoke(vault: str, role: str) -> None:
     """Withdraw ROLE's grant on shared VAULT (its next query already sees none of it)."""
     from ..store import access, db

@@ -139,12 +139,14 @@ def _start_vectors(root: Path, backlog: int) -> None:
             "meanwhile; `vaultmem status` shows the rate and the time left"
         )
         return
-    left = max(0, int(live["total"]) - int(live["done"]))
+    left = min(backlog, max(0, int(live["total"]) - int(live["done"])))
     rate = float(live["rate"])
+    # Counted from the backlog the text pass just printed, so the two lines agree: by the
+    # time the drainer has measured its rate it has embedded some of it already.
     echo(
-        f"vectors: {left} chunks to embed {where}, about {duration(left / rate)} at "
-        f"{rate:.1f} chunks/s (measured there); full-text search works meanwhile; "
-        "`vaultmem status` shows progress"
+        f"vectors: {backlog - left} of the {backlog} chunks embedded {where} so far, the other "
+        f"{left} in about {duration(left / rate)} at {rate:.1f} chunks/s (measured there); "
+        "full-text search works meanwhile; `vaultmem status` shows progress"
     )
 
 

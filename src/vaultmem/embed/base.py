@@ -104,6 +104,12 @@ def normalise(matrix: np.ndarray) -> Matrix:
     return out
 
 
+def first_row(matrix: Matrix) -> Vector:
+    """The vector of a one-text batch (what `embed_query` returns from `embed_documents`)."""
+    row: Vector = matrix[0]
+    return row
+
+
 def estimate_tokens(text: str) -> int:
     """A cheap upper-ish bound on tokens: UTF-8 bytes / 3 (~1 per CJK char, ~1 per 3 ASCII)."""
     return len(text.encode("utf-8", "surrogatepass")) // 3 + 1

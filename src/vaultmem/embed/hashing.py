@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..text import CJK_RE
-from .base import BaseEmbedder, Matrix, Vector, normalise
+from .base import BaseEmbedder, Matrix, Vector, first_row, normalise
 
 __all__ = ["HashEmbedder"]
 
@@ -60,4 +60,4 @@ class HashEmbedder(BaseEmbedder):
         return normalise(np.stack([self._embed(t) for t in texts]))
 
     def embed_query(self, text: str) -> Vector:
-        return normalise(self._embed(text)[None, :])[0]
+        return first_row(normalise(self._embed(text)[None, :]))

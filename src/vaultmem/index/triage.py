@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from .findings import Finding
 from .markdown import Note, NoteSkipped, decode_note, parse_note, strip_private_spans
 from .paths import ExclusionCode, PathPolicy, display_path, storable
 from .sensitive import SensitivePolicy
+from .skips import SkipCode as SkipCode
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -29,33 +29,6 @@ MAX_PATH_BYTES = 2000
 
 SUBMODULE_MODE = "160000"
 SYMLINK_MODE = "120000"
-
-
-class SkipCode(StrEnum):
-    """Why a file that could be a note is not indexed. Values match markdown's NoteSkipped kinds."""
-
-    SUBMODULE = "submodule"
-    SYMLINK = "symlink"
-    PATH_TOO_LONG = "path-too-long"
-    TOO_LARGE = "too-large"
-    BINARY = "binary"
-    UTF16 = "utf-16"
-    INVALID_UTF8 = "invalid-utf-8"
-    UNREADABLE = "unreadable"
-    ALLOWED_NOT_A_NOTE = "allowed-not-a-note"
-    NAME_NOT_UTF8 = "name-not-utf-8"
-
-    @property
-    def recordable(self) -> bool:
-        """False when no table can hold the skip (the path is too long to be a key, or not
-        text): it is then reported by every run and by `verify` / `status` from HEAD's tree."""
-        return self not in (SkipCode.PATH_TOO_LONG, SkipCode.NAME_NOT_UTF8)
-
-    @property
-    def retried(self) -> bool:
-        """Skips the next run tries again though the blob did not change (it may be readable
-        by then: a partial clone fetched it, a pack was repaired)."""
-        return self is SkipCode.UNREADABLE
 
 
 @dataclass(frozen=True)
@@ -179,7 +152,7 @@ def triage(path: str, mode: str, data: bytes | None, rules: Rules) -> Outcome:
     try:
         text = decode_note(data, rules.max_file_bytes)
     except NoteSkipped as exc:
-        return Skip(SkipCode(exc.kind), exc.reason)
+        return Skip(exc.code, exc.reason)
     text = strip_private_spans(text)
     note = parse_note(path, text, max_chunk_chars=rules.max_chunk_chars)
     findings = rules.sensitive.scan(path, text, note.front_matter, note.tags)

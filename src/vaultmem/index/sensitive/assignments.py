@@ -15,8 +15,6 @@ from collections.abc import Iterable
 from .note import _Hit, _Note
 from .values import _is_secret_token
 
-# --- high-entropy values in a secret assignment ----------------------------------------------
-
 _ASSIGNMENT_RE = re.compile(
     r"(?i)(?<![\w.\-])(?P<key>[a-z_][\w.\-]*)[\"'\])）]*[ \t]*(?::=|=>|=(?!=)|:(?!//)|：)[ \t]*"
     r"(?:(?P<q>[\"'`])(?P<qvalue>[^\s\"'`]{16,})(?P=q)|(?P<value>[A-Za-z0-9+/_\-=.~]{16,}))"

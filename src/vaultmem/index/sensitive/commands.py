@@ -15,8 +15,6 @@ from re import Pattern
 from .note import _Hit, _Note
 from .values import _CODE_EXPRESSION_RE, is_placeholder
 
-# --- passwords on command lines ------------------------------------------------------------
-
 _COMMAND_RULES: tuple[tuple[Pattern[str], tuple[str, ...]], ...] = tuple(
     (re.compile(pattern), gate)
     for pattern, gate in (

@@ -105,6 +105,8 @@ def _url_param_hits(note: _Note) -> Iterable[_Hit]:
         yield _Hit(start, start + len(raw), "url-credential-parameter", raw, 2)
 
 
+# --- Authorization headers ------------------------------------------------------------------
+
 _BEARER_RE = re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{20,}=*)")
 _BASIC_HEADER_RE = re.compile(
     r"(?i)\bauthorization\s*[:=]\s*[\"']?basic\s+([A-Za-z0-9+/]{8,}={0,2})"

@@ -22,8 +22,6 @@ from .tokens import _plugin_hits, _token_hits
 _DECODED_RULES = (_url_hits, _password_hits, _token_hits)
 
 
-# --- secrets in other layouts: base64-wrapped, split over two lines -------------------------
-
 _BASE64_RE = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,4096}={0,2}(?![A-Za-z0-9+/=])")
 _DECODED_RULES_GATE = ("://", "password", "passwd", "pwd", "secret", "token", "key")
 

@@ -15,8 +15,6 @@ from collections.abc import Iterable
 from .note import _Hit, _Note
 from .values import _NOT_SECRET_WORDS, _is_code_name, _is_secret_token, _key_words
 
-# --- secrets in running prose: a credential's name, a few words, the value --------------------
-
 _PROSE_LABELS_LATIN = (
     r"auth[ _\-]?token|access[ _\-]?token|api[ _\-]?(?:key|token|secret)|client[ _\-]?secret"
     r"|app[ _\-]?secret|secret(?:[ _\-]?key)?|token|jeton|clave(?:[ _]secreta)?|chave"

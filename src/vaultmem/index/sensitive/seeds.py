@@ -16,8 +16,6 @@ from typing import Any
 
 from .note import _Hit, _Note
 
-# --- wallet seed phrases -------------------------------------------------------------------
-
 _SEED_LABEL = (
     r"seed[ _\-]?phrase|seed words|mnemonic|recovery[ _\-](?:phrase|words|seed)|backup words"
     r"|secret[ _\-]recovery|助记词|助記詞|种子短语|種子短語|恢复短语|恢復短語|复原短语"

@@ -15,8 +15,6 @@ from collections.abc import Iterable
 from .note import _Hit, _Note
 from .values import _KEBAB_RE, _key_words, _looks_like_password
 
-# --- secrets in a sensitive-named note: any `label: value` that reads as a password ----------
-
 _LABELLED_RE = re.compile(
     r"(?m)^[ \t>*\-+]*+(?P<label>[^\n:：=|]{1,40}?)[*_`]*+[ \t]*+(?:[:：=]|(?<=[ \t])/)"
     r"[ \t]*+[*_`'\"]*+"

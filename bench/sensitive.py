@@ -1,7 +1,7 @@
 """Sensitive-content detection through the real pipeline: per-category recall and false
-positives for the development and held-out parts of tests/sensitive_corpus.py, for the late
-corpus (tests/sensitive_corpus_late.py, written after the rules) and for issue 28's corpus
-(tests/sensitive_corpus_r28.py: dev28 tuned on, held28 not), plus leak checks. With
+positives for the development and held-out parts of tests/sensitive_corpus_formats.py, for the
+late corpus (tests/sensitive_corpus_dialects.py, written after the rules) and for issue 28's
+corpus (tests/sensitive_corpus_free_form.py: dev28 tuned on, held28 not), plus leak checks. With
 `--tldr`, also the benign side at scale: the tldr vault (../shared/data/tldr-history.bundle,
 8,178 real pages) indexed by the real catch-up, and how many of its pages were quarantined.
 
@@ -28,15 +28,15 @@ def main() -> None:
     parser.add_argument("--tldr", action="store_true", help="also index the tldr vault")
     args = parser.parse_args()
     work, external = bench_env("vm-sensitive-", "hash")
-    from sensitive_corpus import corpus
-    from sensitive_corpus_late import late_corpus
-    from sensitive_corpus_r28 import r28_corpus
+    from sensitive_corpus_dialects import dialects_corpus
+    from sensitive_corpus_formats import formats_corpus
+    from sensitive_corpus_free_form import free_form_corpus
     from sensitive_eval import build_vault, evaluate, table
 
     from vaultmem.store import server
 
     try:
-        samples = corpus() + late_corpus() + r28_corpus()
+        samples = formats_corpus() + dialects_corpus() + free_form_corpus()
         root = work / "vault"
         build_vault(root, samples)
         report = evaluate(root, samples, prompts=args.prompts)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from click.testing import CliRunner
-from sensitive_corpus import Sample
+from sensitive_corpus_formats import Sample
 
 from vaultmem.cli import cli
 from vaultmem.config import load_settings

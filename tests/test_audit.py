@@ -14,8 +14,8 @@ import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
+from fake_secrets import benign_notes, fake_aws, fake_password, secret_notes
 from indexing import index, snapshot
-from secret_corpus import benign_notes, fake_aws, fake_password, secret_notes
 
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
@@ -374,7 +374,7 @@ def dump_tables(conn: psycopg.Connection) -> str:
     return "\n".join(parts)
 
 
-def test_secret_corpus_through_the_pipeline(conn, vault, caplog, capsys) -> None:
+def test_fake_secrets_through_the_pipeline(conn, vault, caplog, capsys) -> None:
     caplog.set_level(logging.DEBUG)
     secrets, benign = secret_notes(), benign_notes()
     for path, text, _ in secrets:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from claude_code import recorded_calls, stand_in_claude
 from click.testing import CliRunner
+from fake_secrets import fake_aws
 from indexing import index
-from secret_corpus import fake_aws
 
 from vaultmem import vaults
 from vaultmem.agent import capture

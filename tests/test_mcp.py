@@ -15,10 +15,10 @@ from typing import Any
 
 import anyio
 import pytest
+from fake_secrets import fake_aws
 from indexing import index
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from secret_corpus import fake_aws
 
 from vaultmem import vaults
 from vaultmem.agent import injections

@@ -7,8 +7,8 @@ import random
 
 import psycopg
 from click.testing import CliRunner
+from fake_secrets import fake_password
 from indexing import index
-from secret_corpus import fake_password
 
 from vaultmem.cli import cli
 from vaultmem.config import load_settings

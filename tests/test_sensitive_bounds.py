@@ -20,6 +20,7 @@ from vaultmem.index.sensitive import (
     ScanStats,
     SensitivePolicy,
 )
+from vaultmem.index.sensitive import note as scanned_note
 from vaultmem.index.triage import Index, Quarantine, Rules, triage
 
 POLICY = SensitivePolicy()
@@ -89,7 +90,7 @@ def test_a_long_lowercase_value_under_a_secret_key_is_scanned() -> None:
 
 def test_a_note_with_too_many_candidates_is_quarantined_as_too_complex(monkeypatch) -> None:
     assert RULE_CANDIDATES >= 50_000  # a long real table stays well within the budget
-    monkeypatch.setattr(sensitive, "RULE_CANDIDATES", 500)
+    monkeypatch.setattr(scanned_note, "RULE_CANDIDATES", 500)
     text = "password: x\n" * 510
     findings = POLICY.scan("n.md", text)
     complex_ = [f for f in findings if f.rule_id == TOO_COMPLEX]
@@ -130,14 +131,14 @@ def test_mcp_gets_decision_is_the_bounded_scan(conn, monkeypatch) -> None:
     """MCP `get` asks `decision.decide`, which runs the same bounded triage: a note with a
     60,000-character line is decided with no regex handed more than a window."""
     longest: list[int] = []
-    windowed = sensitive._windowed
+    windowed = scanned_note._windowed
 
     def spy(text: str) -> tuple[str, list[int], list[int], list[int], int]:
         out = windowed(text)
         longest.append(out[4])
         return out
 
-    monkeypatch.setattr(sensitive, "_windowed", spy)
+    monkeypatch.setattr(scanned_note, "_windowed", spy)
     data = SHAPES["wrapped"](60_000).encode()
     entry = gitdiff.TreeEntry("long.md", "100644", "0" * 40)
     outcome = decision.decide(conn, 0, entry, Rules(), lambda: data)

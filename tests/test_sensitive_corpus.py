@@ -6,14 +6,14 @@ output."""
 
 from __future__ import annotations
 
-from sensitive_corpus import corpus
-from sensitive_corpus_late import late_corpus
-from sensitive_corpus_r28 import r28_corpus
+from sensitive_corpus_dialects import dialects_corpus
+from sensitive_corpus_formats import formats_corpus
+from sensitive_corpus_free_form import free_form_corpus
 from sensitive_eval import build_vault, evaluate, table
 
 
 def test_corpus_is_broad() -> None:
-    samples = corpus()
+    samples = formats_corpus()
     secrets = [s for s in samples if s.is_secret]
     benign = [s for s in samples if not s.is_secret]
     assert len(secrets) >= 150 and len(benign) >= 150
@@ -24,11 +24,11 @@ def test_corpus_is_broad() -> None:
     assert {"prose", "table", "code", "front-matter", "command", "path"} <= {
         s.placement for s in secrets
     }
-    assert corpus() == samples  # seeded
+    assert formats_corpus() == samples  # seeded
 
 
 def test_corpus_through_the_pipeline(conn, tmp_path, capsys) -> None:
-    samples = corpus() + late_corpus() + r28_corpus()
+    samples = formats_corpus() + dialects_corpus() + free_form_corpus()
     root = tmp_path / "vault"
     build_vault(root, samples)
     report = evaluate(root, samples, prompts=60)

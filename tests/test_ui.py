@@ -24,8 +24,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 import uvicorn
 from browser import Browser, chromium
+from fake_secrets import fake_aws, fake_password
 from indexing import index
-from secret_corpus import fake_aws, fake_password
 
 from vaultmem import vaults
 from vaultmem.agent import injections

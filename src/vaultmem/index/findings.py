@@ -1,7 +1,8 @@
 """Light value types for sensitive-content findings: `Finding` and the `mask` that previews it.
 
-Kept apart from the detector (`sensitive.py`) so that modules which only store or print findings
-(`store`, `audit`, the per-prompt hook's imports) never pay for importing detect-secrets.
+Kept apart from the detector (the `sensitive` package) so that modules which only store or
+print findings (`store`, `audit`, the per-prompt hook's imports) never pay for importing
+detect-secrets.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""A broad corpus of FAKE secrets and benign look-alikes, in five languages, for issue 14.
+"""FAKE secrets of every public format (vendor tokens, private keys, passwords, connection
+strings, commands, seed phrases...) in every placement (prose, table, code, front matter, command,
+path, layout), in English, Chinese (simplified and traditional), Japanese and Korean, and benign
+look-alikes of each (ids, hashes, placeholders, code, notes about secrets): issue 14's broad
+corpus. `Sample`, the shape every sensitive corpus shares, is defined here.
 
 Written before the detector was extended, from the public shapes of real formats (vendor
 documentation; gitleaks' and trufflehog's rule definitions read as references for shapes only).
@@ -1346,7 +1350,7 @@ def _benign_samples(b: _Builder) -> None:  # noqa: PLR0915 - a flat list of look
         )
 
 
-def corpus() -> list[Sample]:
+def formats_corpus() -> list[Sample]:
     """Every sample, secrets first; deterministic (the seed, not the clock)."""
     b = _Builder()
     _secret_samples(b)

@@ -1,5 +1,8 @@
-"""Issue 28's corpus: the kinds of sensitive note the earlier rules let through, and the benign
-notes they quarantined, written BEFORE the rules for them, from public formats and real usage.
+"""Secrets outside a `label: value` line (in running prose, on the line after their label, seed
+phrases, in a file name) and privacy markers in the forms people write them, with their benign
+look-alikes: issue 28's corpus, the kinds of sensitive note the earlier rules let through and the
+benign notes they quarantined, written BEFORE the rules for them, from public formats and real
+usage.
 
 Kinds: secrets in running prose (an account and its token in one sentence), a password on the
 line after its label, wallet seed phrases (BIP-39 words from the `mnemonic` package's public
@@ -25,7 +28,7 @@ import random
 import string
 
 from mnemonic import Mnemonic
-from sensitive_corpus import Sample
+from sensitive_corpus_formats import Sample
 
 SEED = 28_2026
 ALNUM = string.ascii_letters + string.digits
@@ -724,7 +727,7 @@ def _benign(rng: random.Random, part: str) -> list[Template]:  # noqa: PLR0915 -
     return out
 
 
-def r28_corpus(parts: tuple[str, ...] = ("dev28", "held28")) -> list[Sample]:
+def free_form_corpus(parts: tuple[str, ...] = ("dev28", "held28")) -> list[Sample]:
     """Every sample of the chosen parts; deterministic (the seed, not the clock)."""
     samples: list[Sample] = []
     for part in parts:

@@ -1,4 +1,5 @@
-"""A second held-out corpus, written AFTER the detector and never used to tune it.
+"""Secrets and look-alikes in a dozen more languages and in config dialects: a second held-out
+corpus, written AFTER the detector and never used to tune it ("late" in the reports).
 
 Other languages (German, French, Spanish, Portuguese, Russian, Vietnamese, Thai, Turkish, Polish,
 Indonesian, Arabic, Hindi), other secret formats and config dialects (XML, properties, Terraform,
@@ -13,7 +14,7 @@ import random
 import string
 import uuid
 
-from sensitive_corpus import Sample
+from sensitive_corpus_formats import Sample
 
 SEED = 2025_1214
 ALNUM = string.ascii_letters + string.digits
@@ -371,7 +372,7 @@ def _benign_templates(rng: random.Random) -> list[tuple[str, str, str]]:
     return out
 
 
-def late_corpus() -> list[Sample]:
+def dialects_corpus() -> list[Sample]:
     rng = random.Random(SEED)
     samples: list[Sample] = []
     for i, (kind, lang, text, secret) in enumerate(_secret_templates(rng)):

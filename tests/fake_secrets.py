@@ -1,4 +1,5 @@
-"""A generated corpus of notes holding FAKE secrets, and of benign look-alikes, for policy tests.
+"""FAKE secret values (`fake_aws`, `fake_password`, ...) and a small English and Chinese set of
+notes holding them, with benign look-alikes: for the policy, triage, ingest and output tests.
 
 Every secret is made at import-free call time from a seeded RNG, so the repository holds no
 literal key that looks real (and secret scanners on the repo stay quiet). The ingest tests reuse

@@ -236,6 +236,28 @@ def test_a_write_tries_again_when_head_moves_under_it(repo: Path, monkeypatch) -
     assert git(repo, "status", "--porcelain") == ""
 
 
+def test_a_file_made_where_the_folder_goes_after_the_check_leaves_nothing_landed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vaultmem.index import gitwrite
+
+    real = gitwrite._path_is_dirty
+    before: list[tuple[str, str, dict[str, str]]] = []
+
+    def user_makes_a_file_meanwhile(root: Path, path: str) -> bool:
+        # After the folder was checked free, the user saves a file named like it.
+        if not before:
+            (repo / "notes").write_text("made meanwhile\n")
+            before.append(state(repo))
+        return real(root, path)
+
+    monkeypatch.setattr(gitwrite, "_path_is_dirty", user_makes_a_file_meanwhile)
+    r = remember(repo, "late", "--folder", "notes")
+    assert r.exit_code == 9 and "could not be written" in r.output, r.output
+    assert "Traceback" not in r.output and str(repo) not in r.output
+    assert state(repo) == before[0]  # HEAD back where it was, index and files untouched
+
+
 def _hook(repo: Path, name: str, script: str) -> None:
     hook = repo / ".git" / "hooks" / name
     hook.parent.mkdir(exist_ok=True)

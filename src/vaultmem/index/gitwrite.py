@@ -357,11 +357,23 @@ def _try_commit(
             if _git(root, "rev-parse", "-q", "--verify", "HEAD") != old:
                 return None
             raise WriteRefused(f"git update-ref failed: {_last_said(moved)}")
-        if data is None:
-            with contextlib.suppress(FileNotFoundError):
-                (root / path).unlink()  # clean (checked above), never a link on its way
-        else:
-            _write_file(root, path, data)
+        try:
+            if data is None:
+                with contextlib.suppress(FileNotFoundError):
+                    (root / path).unlink()  # clean (checked above), never a link on its way
+            else:
+                _write_file(root, path, data)
+        except (OSError, WriteRefused) as exc:
+            # The user changed the path since it was checked (a file made where the note's
+            # folder goes, say): the ref goes back, so a refusal still means nothing landed.
+            subprocess.run(
+                ["git", "-C", str(root), "update-ref", "-m", "vaultmem: undone", ref, old, commit],
+                capture_output=True,
+            )
+            raise WriteRefused(
+                f"{path} could not be written ({_reason(exc)}): nothing was written; check "
+                "what is at that path and try again"
+            ) from None
         shutil.copyfile(staged, lock)
         os.replace(lock, git_dir / "index")  # git's own way to commit an index
     # The new entry's file stat is refreshed once the lock is released (best effort).
@@ -426,6 +438,11 @@ def _hook_refusal(hook: str, ran: subprocess.CompletedProcess[bytes]) -> str:
         + (f": {tail[:300]}" if tail else "")
         + "): nothing was written"
     )
+
+
+def _reason(exc: BaseException) -> str:
+    """An OSError's reason without its absolute path (the message may reach an MCP client)."""
+    return (exc.strerror or type(exc).__name__) if isinstance(exc, OSError) else str(exc)
 
 
 def _write_file(root: Path, path: str, data: bytes) -> None:

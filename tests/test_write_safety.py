@@ -569,6 +569,7 @@ class User:
         self.commits: list[str] = []  # messages of the user's commits that git reported made
         self.aborted: list[str] = []  # the user's commits git refused (with why)
         self.editor: subprocess.Popen[bytes] | None = None
+        self.releases: list[Path] = []  # each editor's release file
         self.lock_fd: int | None = None
         self.n = 0
         self.editor_script = tmp / "editor.sh"
@@ -643,6 +644,7 @@ class User:
 
     def _commit_with_editor_open(self, n: int, extra: list[str]) -> None:
         opened, release = self.tmp / f"opened-{n}", self.tmp / f"release-{n}"
+        self.releases.append(release)
         env = {
             **os.environ,
             "GIT_EDITOR": str(self.editor_script),
@@ -679,7 +681,10 @@ class User:
             self.index["a.md"] = self._blob(self.files["a.md"])
 
     def stop(self) -> None:
-        """Whatever the user still holds is let go, failure or not."""
+        """Whatever the user still holds is let go, failure or not (an editor is released
+        rather than left waiting, should its git have been killed)."""
+        for release in self.releases:
+            release.touch()
         self.release_lock()
         if self.editor is not None and self.editor.poll() is None:
             self.editor.kill()
@@ -708,8 +713,10 @@ def test_two_agent_processes_never_change_a_byte_of_the_users_concurrent_work(
             user.do(op)
         agents.join()
     finally:
-        user.stop()
-        agents.stop()
+        try:
+            user.stop()
+        finally:
+            agents.stop()
     calls = [call for lane in agents.calls for call in lane]
     landed = {}
     for call in calls:

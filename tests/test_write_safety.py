@@ -145,6 +145,24 @@ def test_a_users_commit_with_its_editor_open_is_never_aborted(
     assert remember(repo, "after the commit").exit_code == 0
 
 
+@pytest.mark.parametrize(
+    ("argv", "where"),
+    [
+        ([b"git", b"commit"], "."),
+        ([b"/usr/bin/git", b"-c", b"user.name=x", b"commit", b"-a"], "."),
+        ([b"git", b"-C", b"vault", b"-C", b"sub", b"commit", b"-m", b"x"], "vault/sub"),
+        ([b"git", b"commit-tree", b"abc"], None),
+        ([b"git", b"-c", b"commit=1", b"status"], None),
+        ([b"vim", b"commit"], None),
+        ([], None),
+    ],
+)
+def test_a_git_commit_is_told_from_its_command_line(argv: list[bytes], where: str | None) -> None:
+    from vaultmem.index.gitwrite import _git_commit_dir
+
+    assert _git_commit_dir(argv) == where
+
+
 def test_an_agent_note_is_created_with_the_users_umask(repo: Path) -> None:
     old = os.umask(0o022)
     try:

@@ -205,7 +205,7 @@ def _git_commit_dir(argv: list[bytes]) -> str | None:
             if arg == b"-C":
                 where = os.path.join(where, os.fsdecode(value))
         elif not arg.startswith(b"-"):
-            return where if arg == b"commit" else None
+            return os.path.normpath(where) if arg == b"commit" else None
     return None
 
 

@@ -1,9 +1,10 @@
 """Agent writes that can never cost the user a file or a commit (issue 43): a target git would
 not show (ignored, untracked, skip-worktree, assume-unchanged), a folder that is a file, and a
-user's commit in progress (index.lock held, or a `git commit` running) are refused before anything moves; HEAD, the index
-and every file stay byte-identical after each refusal. Through `vaultmem remember`, and, in the
-property tests at the end, through two real `vaultmem remember` processes racing the user's own
-edits, staging and commits (one with its editor held open)."""
+user's commit in progress (index.lock held, or a `git commit` running) are refused before
+anything moves; HEAD, the index and every file stay byte-identical after each refusal. Through
+`vaultmem remember`, and, in the property tests at the end, through two real `vaultmem
+remember` processes racing the user's own edits, staging and commits (one with its editor held
+open)."""
 
 from __future__ import annotations
 

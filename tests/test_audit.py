@@ -277,6 +277,7 @@ def test_audit_commands_end_to_end(conn, vault, monkeypatch) -> None:
     vault.write("a.md", CLEAN)
     vault.commit()
     index(vault.root)
+    vault.register()  # `audit allow` writes the index: a registered vault's only
     root = str(vault.root)
 
     code, out = run("audit", "list", "--vault", root)

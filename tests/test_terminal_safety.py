@@ -90,6 +90,7 @@ def test_allowing_a_real_looking_credential_asks_first(conn, vault) -> None:
     vault.write("a/two.md", "# Two\n\nadmin password: Qw8#rTy2Lp\n")
     vault.commit()
     index(vault.root)
+    vault.register()  # `audit allow` writes the index: a registered vault's only
     root = str(vault.root)
     runner = CliRunner()
     for answer in ("n\n", ""):  # no, or no answer at all: declined, not an error

@@ -15,6 +15,7 @@ from .base import (
     echo,
     json_option,
     print_json,
+    registered_root,
     vault_option,
     vault_root,
     writer_start,
@@ -39,10 +40,15 @@ def audit_group() -> None:
     """
 
 
-def _audit_target(vault: str | None, path: str | None = None) -> tuple[Path, Settings, str]:
+def _audit_target(
+    vault: str | None, path: str | None = None, *, writes: bool = False
+) -> tuple[Path, Settings, str]:
+    """The vault, its settings and PATH inside it. `allow` and `revoke` write the index, so
+    (`writes`) they act only on a registered vault, never on an index left in a repository
+    nobody registered."""
     from ..index import audit
 
-    root = vault_root(vault)
+    root = registered_root(vault) if writes else vault_root(vault)
     rel = audit.vault_path(root, path) if path is not None else ""
     return root, load_settings(root), rel
 
@@ -151,7 +157,7 @@ def audit_allow(
 
     if path is None and rule is None:
         raise click.UsageError("give a PATH, or --rule RULE (with an optional PATH glob)")
-    root, settings, rel = _audit_target(vault, None if rule else path)
+    root, settings, rel = _audit_target(vault, None if rule else path, writes=True)
 
     def run(confirmed: bool) -> Any:
         with db.connect(settings, start=writer_start(settings)) as conn:
@@ -200,7 +206,7 @@ def audit_revoke(path: str, vault: str | None) -> None:
     from ..index import audit
     from ..store import db
 
-    root, settings, rel = _audit_target(vault, path)
+    root, settings, rel = _audit_target(vault, path, writes=True)
     with db.connect(settings, start=writer_start(settings)) as conn:
         v = audit.require_vault(conn, root)
         decision = audit.revoke(conn, v, rel, root, settings=settings)

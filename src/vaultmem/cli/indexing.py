@@ -197,12 +197,21 @@ def status(as_json: bool) -> None:
     """Show the database, the schema version and, for every vault, its counts, how far the
     index is behind HEAD, the embedding backlog, the last run's outcome and every skipped file.
     """
+    from .. import vaults as registry
     from ..index.verify import status_report
 
     report = status_report(settings_for())
     data = report.to_dict()
     info, version, vaults = report.server, report.schema_version, report.vaults
     workers, backlog = report.workers, report.backlog_by_model
+    # An index of a repository nobody registered (older versions indexed without registering):
+    # nothing reads or updates it, and `vaults remove --purge PATH` drops it.
+    known = registry.load()
+    unregistered = {
+        str(v.root) for v in vaults if not v.shared and known.by_path(Path(v.root)) is None
+    }
+    for row in data.get("vaults", []):
+        row["registered"] = row.get("shared") or str(row.get("root")) not in unregistered
     if as_json:
         print_json(data)
         return
@@ -217,6 +226,11 @@ def status(as_json: bool) -> None:
             f"{v.backlog} awaiting embeddings, {v.quarantined} quarantined, "
             f"{len(v.skipped_files)} skipped"
         )
+        if str(v.root) in unregistered and not v.shared:
+            echo(
+                f"  not a registered vault: nothing reads or updates this index; "
+                f"`vaultmem vaults remove --purge {v.root}` deletes it"
+            )
         if v.shared and v.head is None and not v.problem:
             echo(f"  index: at {(v.watermark or 'nothing yet')[:12]} (its source indexes it)")
             continue

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -19,10 +20,13 @@ from .base import (
     print_json,
     print_result,
     say_if_waiting,
+    settings_for,
     vault_option,
     vault_root,
     writer_start,
 )
+
+T = TypeVar("T")
 
 
 @cli.command()
@@ -308,18 +312,37 @@ def vaults_add(path: Path | None, name: str | None, shared: str | None) -> None:
 @vaults_group.command(name="remove")
 @click.argument("name")
 @click.option("--purge", is_flag=True, help="Also delete its rows from the database.")
-def vaults_remove(name: str, purge: bool) -> None:
-    """Unregister vault NAME: no agent reads it and its git hooks stop indexing it."""
+@json_option
+def vaults_remove(name: str, purge: bool, as_json: bool) -> None:
+    """Unregister vault NAME: no agent reads it and its git hooks stop indexing it.
+
+    With --purge, NAME may also be the PATH of a repository that is not registered but has an
+    index (older versions indexed without registering): that index is deleted, if it is yours.
+    """
     from .. import vaults
 
     entry = vaults.load().get(name)
+    if entry is None and purge:
+        _remove_unregistered(Path(name).expanduser(), as_json)
+        return
     gone = False
     if entry is not None and purge:
         # The index is deleted first and the vault unregistered only once that committed: a
         # purge that fails (a database down, a rebuild holding its rows) leaves the vault
         # registered, so `remove --purge` can simply be run again.
-        gone = _purge(entry, load_settings(entry=entry))
+        gone = _with_retries(name, lambda conn: _purge(conn, entry), load_settings(entry=entry))
     removed = vaults.unregister(name)
+    if as_json:
+        print_json(
+            {
+                "name": removed.name,
+                "path": str(removed.path) if removed.path else None,
+                "shared": removed.shared,
+                "registered": False,
+                "index_deleted": gone,
+            }
+        )
+        return
     echo(f"unregistered {removed.name} ({removed.path or 'shared vault ' + str(removed.shared)})")
     if purge and entry is not None:
         echo(
@@ -334,13 +357,60 @@ def vaults_remove(name: str, purge: bool) -> None:
         )
 
 
+def _remove_unregistered(path: Path, as_json: bool) -> None:
+    """Delete the index of a repository no registry entry names (`vaultmem status` lists it),
+    if this role owns it; ConfigError when there is none of this role's."""
+    from ..errors import ConfigError, NotAGitRepo
+    from ..index.gitdiff import repo_root
+    from ..store import db
+
+    try:
+        root = repo_root(path)
+    except NotAGitRepo:
+        root = path.resolve()  # the repository may be gone; its index is still named by path
+    settings = settings_for()
+    notes = _with_retries(
+        str(root), lambda conn: db.delete_unregistered_vault(conn, root), settings, registered=False
+    )
+    if notes is None:
+        raise ConfigError(
+            f"{path} is neither a registered vault nor a repository with an index of yours in "
+            "this database: `vaultmem vaults list` names the vaults, `vaultmem status` every index"
+        )
+    if as_json:
+        print_json(
+            {
+                "name": None,
+                "path": str(root),
+                "registered": False,
+                "index_deleted": True,
+                "notes": notes,
+            }
+        )
+        return
+    echo(f"deleted the index of {root}, which is not a registered vault ({notes} notes)")
+
+
 # A purge that meets a writer's locks (a deadlock, a lock wait given up) is tried this often.
 PURGE_TRIES = 3
 
 
-def _purge(entry: Any, settings: Any) -> bool:
-    """Delete a registered vault's index (its shared vault's, when the role owns it); True
-    when it is gone. A deadlock with a writer is retried; a failure raises, nothing changed."""
+def _purge(conn: Any, entry: Any) -> bool:
+    """Delete a registered vault's index (its shared vault's, when the role owns it), in the
+    caller's transaction; True when it is gone."""
+    from ..store import db
+
+    if entry.shared is not None:
+        return bool(db.delete_shared_vault(conn, entry.shared))
+    db.delete_vault(conn, entry.path)
+    return True
+
+
+def _with_retries(
+    name: str, delete: Callable[[Any], T], settings: Any, *, registered: bool = True
+) -> T:
+    """Run `delete` in a write transaction and commit it. A deadlock with a writer (a rebuild
+    holding the vault's rows) is retried; a failure raises, nothing changed."""
     import time
 
     import psycopg
@@ -350,22 +420,18 @@ def _purge(entry: Any, settings: Any) -> bool:
     for attempt in range(PURGE_TRIES):
         try:
             with db.connect(settings, start=writer_start(settings)) as conn:
-                if entry.shared is not None:
-                    gone = db.delete_shared_vault(conn, entry.shared)
-                else:
-                    db.delete_vault(conn, entry.path)
-                    gone = True
+                result = delete(conn)
                 conn.commit()
-                return bool(gone)
+                return result
         except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable):
             if attempt == PURGE_TRIES - 1:
+                still = " and it is still registered" if registered else ""
                 raise VaultmemError(
-                    f"{entry.name}'s index is busy (a writer holds its rows): nothing was "
-                    "deleted and it is still registered; run `vaultmem vaults remove --purge` "
-                    "again once the writer is done"
+                    f"{name}'s index is busy (a writer holds its rows): nothing was deleted"
+                    f"{still}; run `vaultmem vaults remove --purge` again once the writer is done"
                 ) from None
             time.sleep(0.5 * (attempt + 1))
-    return False
+    raise AssertionError("unreachable")
 
 
 @vaults_group.command(name="default")

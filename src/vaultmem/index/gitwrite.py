@@ -4,11 +4,13 @@ Design decision: the commit is built through a private index (`GIT_INDEX_FILE` i
 file seeded from HEAD), so the user's staged changes are never part of it; `git commit-tree`
 gives the commit a distinct author and a trailer, and `git update-ref NEW OLD` moves the branch
 only if nobody else moved it meanwhile (compare-and-swap on the ref). The ref moves only while
-vaultmem holds the real index's `index.lock`, as `git commit` does: a user's commit in progress
-(its editor open) makes the write wait briefly, then refuse with nothing moved. Under that lock
-the user's index is updated for that one path (a copy changed through GIT_INDEX_FILE, renamed
-over the index the way git commits a lock file) and the file is written; a refusal before the
-ref moves leaves HEAD, the index and the work tree exactly as they were. Nothing the user has
+vaultmem holds the real index's `index.lock`, as `git commit` does, and no `git commit` of the
+user's is running (a plain one lets go of index.lock while its editor is open, and would fail
+if HEAD moved under it): a user's commit in progress makes the write wait briefly, then refuse
+with nothing moved. Under that lock the user's index is updated for that one path (a copy
+changed through GIT_INDEX_FILE, renamed over the index the way git commits a lock file) and the
+file is written; a refusal before the ref moves leaves HEAD, the index and the work tree
+exactly as they were. Nothing the user has
 on disk is ever replaced: a target that exists but is not committed (untracked, ignored,
 excluded), is hidden from `git status` (skip-worktree, assume-unchanged) or has uncommitted
 edits, or a folder on its way that is a file, is refused before anything changes. Writers of
@@ -125,10 +127,12 @@ def _path_is_dirty(root: Path, path: str) -> bool:
 
 
 @contextlib.contextmanager
-def _index_lock(git_dir: Path, tries: int = 20, pause: float = 0.05) -> Iterator[Path]:
-    """Hold the real index's lock the way git does (O_EXCL on index.lock), retrying briefly;
-    yields the lock file's path (renaming it over the index commits a new index)."""
+def _index_lock(root: Path, git_dir: Path, tries: int = 20, pause: float = 0.05) -> Iterator[Path]:
+    """Hold the real index's lock the way git does (O_EXCL on index.lock), retrying briefly,
+    and only while no `git commit` of the user's is running in the vault; yields the lock
+    file's path (renaming it over the index commits a new index)."""
     lock = git_dir / "index.lock"
+    committing = False
     for _ in range(tries):
         try:
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -136,16 +140,73 @@ def _index_lock(git_dir: Path, tries: int = 20, pause: float = 0.05) -> Iterator
             time.sleep(pause)
             continue
         os.close(fd)
+        # A plain `git commit` writes the index and lets go of index.lock before it opens the
+        # message editor, then moves HEAD expecting the value it read first: moving HEAD now
+        # would abort it. Checked under the lock, so no commit can start after the check.
+        committing = _git_commit_running(root)
+        if committing:
+            lock.unlink()
+            time.sleep(pause)
+            continue
         try:
             yield lock
         finally:
             with contextlib.suppress(FileNotFoundError):
                 lock.unlink()
         return
+    if committing:
+        raise WriteRefused(
+            "a `git commit` is in progress in the vault (its message editor open?): nothing "
+            "was written; try again when it is done"
+        )
     raise WriteRefused(
         "the vault's index.lock is held by another git command (a commit in progress?): "
         "nothing was written; try again when it is done"
     )
+
+
+def _git_commit_running(root: Path) -> bool:
+    """Whether a `git commit` process runs in this work tree (its directory, or its `-C`, inside
+    `root`). Read from /proc, so only where there is one (Linux): elsewhere False, and only a
+    commit that holds index.lock (`commit -a`, `commit PATH`) makes a write wait."""
+    try:
+        entries = [e for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return False
+    for entry in entries:
+        try:
+            argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+            where = _git_commit_dir(argv)
+            if where is None:
+                continue
+            here = Path(os.readlink(Path(entry.path, "cwd"))) / where
+        except OSError:
+            continue  # gone meanwhile, or another user's
+        here = Path(os.path.normpath(here))
+        if here == root or root in here.parents:
+            return True
+    return False
+
+
+# git's options that take the next argument as their value, before the subcommand.
+_GIT_OPTIONS_WITH_VALUE = {b"-C", b"-c", b"--git-dir", b"--work-tree", b"--namespace"}
+
+
+def _git_commit_dir(argv: list[bytes]) -> str | None:
+    """For a `git ... commit ...` command line, the directory it runs in relative to its
+    working directory (its `-C` options joined, "." without); None for anything else."""
+    if not argv or os.path.basename(argv[0]) != b"git":
+        return None
+    where = "."
+    args = iter(argv[1:])
+    for arg in args:
+        if arg in _GIT_OPTIONS_WITH_VALUE:
+            value = next(args, b"")
+            if arg == b"-C":
+                where = os.path.join(where, os.fsdecode(value))
+        elif not arg.startswith(b"-"):
+            return os.path.normpath(where) if arg == b"commit" else None
+    return None
 
 
 def _refuse_what_git_hides(root: Path, path: str, at_head: str | None) -> None:
@@ -279,7 +340,7 @@ def _try_commit(
                 )
             raise WriteRefused(f"git commit-tree failed: {_last_said(made)}")
         commit = made.stdout.decode().strip()
-    with _index_lock(git_dir) as lock, tempfile.TemporaryDirectory() as tmp:
+    with _index_lock(root, git_dir) as lock, tempfile.TemporaryDirectory() as tmp:
         # The user's index as it is now (under its lock), with this one path's new entry.
         staged = Path(tmp) / "index"
         if (git_dir / "index").exists():
@@ -296,11 +357,23 @@ def _try_commit(
             if _git(root, "rev-parse", "-q", "--verify", "HEAD") != old:
                 return None
             raise WriteRefused(f"git update-ref failed: {_last_said(moved)}")
-        if data is None:
-            with contextlib.suppress(FileNotFoundError):
-                (root / path).unlink()  # clean (checked above), never a link on its way
-        else:
-            _write_file(root, path, data)
+        try:
+            if data is None:
+                with contextlib.suppress(FileNotFoundError):
+                    (root / path).unlink()  # clean (checked above), never a link on its way
+            else:
+                _write_file(root, path, data)
+        except (OSError, WriteRefused) as exc:
+            # The user changed the path since it was checked (a file made where the note's
+            # folder goes, say): the ref goes back, so a refusal still means nothing landed.
+            subprocess.run(
+                ["git", "-C", str(root), "update-ref", "-m", "vaultmem: undone", ref, old, commit],
+                capture_output=True,
+            )
+            raise WriteRefused(
+                f"{path} could not be written ({_reason(exc)}): nothing was written; check "
+                "what is at that path and try again"
+            ) from None
         shutil.copyfile(staged, lock)
         os.replace(lock, git_dir / "index")  # git's own way to commit an index
     # The new entry's file stat is refreshed once the lock is released (best effort).
@@ -365,6 +438,11 @@ def _hook_refusal(hook: str, ran: subprocess.CompletedProcess[bytes]) -> str:
         + (f": {tail[:300]}" if tail else "")
         + "): nothing was written"
     )
+
+
+def _reason(exc: BaseException) -> str:
+    """An OSError's reason without its absolute path (the message may reach an MCP client)."""
+    return (exc.strerror or type(exc).__name__) if isinstance(exc, OSError) else str(exc)
 
 
 def _write_file(root: Path, path: str, data: bytes) -> None:

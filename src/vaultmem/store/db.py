@@ -553,6 +553,30 @@ def delete_vault(conn: Conn, root: Path, *, installation: str | None = None) -> 
     )
 
 
+def delete_unregistered_vault(
+    conn: Conn, root: Path, *, installation: str | None = None
+) -> int | None:
+    """Delete this installation's index of the repository at `root` (an index older versions
+    made without registering it) when this role may write it, in the caller's transaction:
+    the number of notes it held, None when the role has no such index. Another role's index is
+    never touched, whatever row-level security lets this role see (a superuser sees all)."""
+    locks.hold_schema_for_writing(conn)
+    rows = conn.execute(
+        """
+        SELECT v.id, (SELECT count(*) FROM memory_notes n WHERE n.vault_id = v.id) AS notes
+          FROM vaults v
+         WHERE NOT v.shared AND v.root = %s AND (v.installation = %s OR v.installation IS NULL)
+           AND v.owner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+           FOR UPDATE OF v
+        """,
+        (str(root), _installation(installation)),
+    ).fetchall()
+    if not rows:
+        return None
+    conn.execute("DELETE FROM vaults WHERE id = ANY(%s)", ([r["id"] for r in rows],))
+    return sum(int(r["notes"]) for r in rows)
+
+
 def delete_shared_vault(conn: Conn, name: str) -> bool:
     """Delete the shared vault `name` (its owner only) and every row of its index."""
     locks.hold_schema_for_writing(conn)

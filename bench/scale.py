@@ -267,6 +267,8 @@ def print_profile(sizes: list[int], profiles: dict[int, tuple[dict, dict]]) -> N
     def ms(n: int, f: str) -> float:
         return profiles[n][1].get(f, 0.0)
 
+    cpu = "(Python CPU per catch-up, process_time)"
+    print(f"| {cpu} | " + " | ".join(f"{ms(n, cpu):.1f}" for n in sizes) + " |")
     for f in sorted(funcs, key=lambda f: -(ms(last, f) - ms(base, f)))[:40]:
         print(f"| {f} | " + " | ".join(f"{ms(n, f):.1f}" for n in sizes) + " |")
 

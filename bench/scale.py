@@ -21,6 +21,11 @@ Usage:
   python bench/scale.py --maintenance          # also rename a folder, gc, rebuild
   python bench/scale.py --replay 400           # also: the first 400 commits of tldr's history,
                                                # catch-up time per 100 commits
+  python bench/scale.py --sizes 1000,5000 --profile-catchup 20
+                          # also: 20 more one-note edits with pg_stat_statements on (nested
+                          # statements too): per statement, calls, buffers, rows and mean time
+                          # per catch-up, side by side across sizes; then the Python side's
+                          # functions (cProfile, one catch-up), to see what grows with the vault
 Runs its own bundled PostgreSQL in a temporary VAULTMEM_HOME unless VAULTMEM_DATABASE_URL is set.
 Run it from a checkout nobody edits meanwhile (a `git worktree`): it imports vaultmem lazily.
 """
@@ -42,6 +47,7 @@ from _setup import bench_env
 
 BUNDLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tldr-history.bundle"
 SCANNED = ("memory_lexicon", "memory_primary", "embedding_cache")
+PROFILES: dict[int, tuple[dict, dict]] = {}  # size -> (statements, Python functions)
 SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ai", "ou")]
 
 
@@ -155,13 +161,127 @@ def settled_scans(conn, before_writes: int) -> dict[str, int]:  # noqa: ANN001
     return seq_scans(conn)
 
 
+def enable_statement_stats(home: Path) -> None:
+    """Load pg_stat_statements in the bench's own bundled server (a restart): the profile
+    reads per-statement buffers, which say what a statement cost without the machine's load."""
+    import psycopg
+
+    from vaultmem.store import server
+
+    url = server.start(home).replace("/vaultmem?", "/postgres?", 1)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+        conn.execute("ALTER SYSTEM SET pg_stat_statements.track = 'all'")  # triggers' too
+        conn.execute("ALTER SYSTEM SET track_io_timing = on")
+    server.stop(home)
+    server.start(home)
+
+
+def edit_one(root: Path, words: Words, i: int, n: int) -> None:
+    """Append a sentence to one of the `n` notes (the `i`th edit) and commit it."""
+    k = ((i * 13) % 100 + 100 * i) % n
+    path = root / f"f{k % 100:03d}" / f"note-{k:06d}.md"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("\n" + words.sentence(12) + "\n")
+    git(root, "commit", "-q", "-am", f"edit {i}")
+
+
+def profile_catchups(conn, n: int, run: Callable[[], None], edit: Callable[[int], None]):  # noqa: ANN001, ANN201
+    """`n` one-note edit catch-ups under pg_stat_statements and cProfile; per statement, per
+    catch-up: calls, shared blocks hit + read (and read of them), rows, mean ms; per Python
+    function, cumulative ms per catch-up."""
+    import cProfile
+    import pstats
+
+    conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    conn.execute("SELECT pg_stat_statements_reset()")
+    prof = cProfile.Profile()
+    cpu = 0.0
+    for i in range(n):
+        edit(100 + i)
+        t = time.process_time()
+        prof.enable()
+        run()
+        prof.disable()
+        cpu += time.process_time() - t
+    rows = conn.execute(
+        "SELECT toplevel, query, calls, shared_blks_hit AS hit, shared_blks_read AS read,"
+        " rows, total_exec_time FROM pg_stat_statements"
+        " WHERE query NOT LIKE '%%pg_stat_statements%%'"
+    ).fetchall()
+    # Keyed by the statement's text: the same statement has another queryid in each size's run.
+    stmts = {
+        ("" if r["toplevel"] else "(nested) ") + " ".join(r["query"].split()): {
+            "calls": r["calls"] / n,
+            "blocks": (r["hit"] + r["read"]) / n,
+            "read": r["read"] / n,
+            "rows": r["rows"] / n,
+            "ms": r["total_exec_time"] / max(r["calls"], 1),
+            "top": r["toplevel"],
+        }
+        for r in rows
+    }
+    stats = pstats.Stats(prof)
+    funcs = {
+        f"{Path(f).name}:{line}({name})": ct * 1000 / n
+        for (f, line, name), (_cc, _nc, _tt, ct, _callers) in stats.stats.items()  # type: ignore[attr-defined]
+    }
+    funcs["(Python CPU per catch-up, process_time)"] = cpu * 1000 / n
+    return stmts, funcs
+
+
+def print_profile(sizes: list[int], profiles: dict[int, tuple[dict, dict]]) -> None:
+    base, last = sizes[0], sizes[-1]
+    print("\n### statements per one-note catch-up (pg_stat_statements, nested included)")
+    print(
+        "| statement | "
+        + " | ".join(f"{n:,}: calls / blocks (read) / rows / mean ms" for n in sizes)
+        + " |\n|---|"
+        + "---|" * len(sizes)
+    )
+    keys = set().union(*(profiles[n][0] for n in sizes))
+
+    def blocks(n: int, k: str) -> float:
+        return profiles[n][0].get(k, {}).get("blocks", 0.0)
+
+    for k in sorted(keys, key=lambda k: -(blocks(last, k) - blocks(base, k))):
+        if max(blocks(n, k) for n in sizes) < 1:
+            continue
+        cells = []
+        for n in sizes:
+            s = profiles[n][0].get(k)
+            cells.append(
+                f"{s['calls']:.1f} / {s['blocks']:.0f} ({s['read']:.0f}) / {s['rows']:.1f}"
+                f" / {s['ms']:.2f}"
+                if s
+                else "-"
+            )
+        print(f"| `{k[:150]}` | " + " | ".join(cells) + " |")
+    total = {n: sum(s["blocks"] for s in profiles[n][0].values() if s["top"]) for n in sizes}
+    print("| **all top-level** | " + " | ".join(f"{total[n]:.0f} blocks" for n in sizes) + " |")
+    print("(a top-level statement's blocks include those of the trigger statements it fires)")
+    print("\n### Python functions, cumulative ms per catch-up (cProfile), most grown first")
+    print("| function | " + " | ".join(f"{n:,}" for n in sizes) + " |\n|---|" + "---|" * len(sizes))
+    funcs = set().union(*(profiles[n][1] for n in sizes))
+
+    def ms(n: int, f: str) -> float:
+        return profiles[n][1].get(f, 0.0)
+
+    cpu = "(Python CPU per catch-up, process_time)"
+    print(f"| {cpu} | " + " | ".join(f"{ms(n, cpu):.1f}" for n in sizes) + " |")
+    for f in sorted(funcs, key=lambda f: -(ms(last, f) - ms(base, f)))[:40]:
+        print(f"| {f} | " + " | ".join(f"{ms(n, f):.1f}" for n in sizes) + " |")
+
+
 def timed(fn: Callable[[], object]) -> float:
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
 
 
-def measure(work: Path, n: int, words: Words, maintenance: bool) -> dict[str, float]:
+def measure(
+    work: Path, n: int, words: Words, maintenance: bool, profile: int = 0
+) -> dict[str, float]:
     from vaultmem.config import load_settings
     from vaultmem.embed import get_embedder
     from vaultmem.index import ingest
@@ -189,10 +309,7 @@ def measure(work: Path, n: int, words: Words, maintenance: bool) -> dict[str, fl
         conn.autocommit = True
         edits, scans = [], {k: 0 for k in SCANNED}
         for i in range(7):
-            path = root / f"f{(i * 13) % 100:03d}" / f"note-{(i * 13) % 100 + 100 * i:06d}.md"
-            with open(path, "a", encoding="utf-8") as fh:
-                fh.write("\n" + words.sentence(12) + "\n")
-            git(root, "commit", "-q", "-am", f"edit {i}")
+            edit_one(root, words, i, n)
             before, writes = seq_scans(conn), note_writes(conn)
             edits.append(timed(catch_up))
             after = settled_scans(conn, writes)
@@ -201,6 +318,10 @@ def measure(work: Path, n: int, words: Words, maintenance: bool) -> dict[str, fl
         out["one-note edit catch-up ms"] = statistics.median(edits) * 1000
         for k in SCANNED:
             out[f"seq scans of {k} (7 edits)"] = scans[k]
+        if profile:
+            PROFILES[n] = profile_catchups(
+                conn, profile, catch_up, lambda i: edit_one(root, words, i, n)
+            )
 
         for name in ("del-small", "del-big"):
             git(root, "rm", "-q", "-r", name)
@@ -264,19 +385,24 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,5000,20000,50000")
     ap.add_argument("--maintenance", action="store_true")
     ap.add_argument("--replay", type=int, default=0, metavar="N")
+    ap.add_argument("--profile-catchup", type=int, default=0, metavar="N")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
     work, external = bench_env("vaultmem-scale-", "hash")
     from vaultmem.store import server
 
+    if args.profile_catchup:
+        if external:
+            raise SystemExit("--profile-catchup loads pg_stat_statements: the bundled server only")
+        enable_statement_stats(Path(os.environ["VAULTMEM_HOME"]))
     load = os.getloadavg()[0]
     print(f"load average at start: {load:.2f} on {os.cpu_count()} cores", flush=True)
     results: dict[int, dict[str, float]] = {}
     try:
         words = Words()
         for n in sizes:
-            results[n] = measure(work, n, words, args.maintenance)
+            results[n] = measure(work, n, words, args.maintenance, args.profile_catchup)
             # Each size's figures as soon as it is measured (the table comes at the end).
             print(
                 f"  {n}: " + json.dumps({k: round(v, 2) for k, v in results[n].items()}), flush=True
@@ -295,6 +421,8 @@ def main() -> None:
                 )
                 cells.append(f"{v:,.1f}{ratio}" if not key.startswith("seq") else f"{v:.0f}")
             print(f"| {key} | " + " | ".join(cells) + " |")
+        if PROFILES:
+            print_profile(sizes, PROFILES)
         if args.replay:
             replay(work, args.replay)
         print(f"\nload average at end: {os.getloadavg()[0]:.2f}")

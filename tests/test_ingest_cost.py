@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import psycopg
-from indexing import index, snapshot
+from indexing import fresh_build_snapshot, index, snapshot
 
 from vaultmem.config import load_settings
 from vaultmem.embed import HashEmbedder
@@ -244,3 +244,114 @@ def test_a_run_that_writes_many_rows_refreshes_the_planners_statistics(
             break
         time.sleep(0.05)
     assert analyzed() == set(WATCHED)
+
+
+def _row_writes(conn: psycopg.Connection) -> dict[str, int]:
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    rows = conn.execute(
+        "SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_del AS del"
+        " FROM pg_stat_user_tables WHERE relname = ANY(%s)",
+        (["memory_primary", "memory_lexicon", "memory_notes"],),
+    ).fetchall()
+    return {f"{r['relname']} {k}": int(r[k]) for r in rows for k in ("ins", "upd", "del")}
+
+
+def _writes_of(conn: psycopg.Connection, run) -> dict[str, int]:  # noqa: ANN001
+    """Rows `run` (a catch-up in its own connection) inserted, updated and deleted in the
+    chunks, the lexicon and the notes, once its backend has reported them (on exit)."""
+    before = _row_writes(conn)
+    run()
+    for _ in range(400):
+        after = _row_writes(conn)
+        if after["memory_notes upd"] + after["memory_notes ins"] > (
+            before["memory_notes upd"] + before["memory_notes ins"]
+        ):
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the catch-up's statistics never arrived")
+    return {k: after[k] - before[k] for k in after}
+
+
+def _sections(texts: list[str]) -> str:
+    return (
+        "# Long note\n\n" + "\n\n".join(f"## Part {k}\n\n{t}" for k, t in enumerate(texts)) + "\n"
+    )
+
+
+def test_an_edit_to_one_section_rewrites_that_chunk_only(conn, vault, tmp_path) -> None:
+    # Rewriting all of a note's chunks for an edit to one cost, per chunk, its words' lexicon
+    # rows (removed and added back) and a vector-index insert for the vector the cache gave
+    # back: work that grows with the vault (bench/scale.py --profile-catchup). Unchanged chunks
+    # are kept, vectors and all; the ones below the edit only have their line numbers moved.
+    parts = [_prose(k, 150) for k in range(8)]
+    vault.write("long.md", _sections(parts))
+    vault.write("other.md", "# Other\n\nunrelated words\n")
+    vault.commit("a note of eight sections")
+    index(vault.root)
+    v = db.find_vault(conn, vault.root)
+    assert v is not None
+
+    def chunks() -> dict[int, dict]:
+        rows = conn.execute(
+            "SELECT chunk_index, content_hash, line_map, embedding::text AS e, created_at"
+            " FROM memory_primary WHERE vault_id = %s AND path = 'long.md'",
+            (v.id,),
+        ).fetchall()
+        conn.commit()
+        return {r["chunk_index"]: r for r in rows}
+
+    before = chunks()
+    assert len(before) >= 6
+    parts[2] += "\n\nA new line in the third part.\n\nAnd another, moving the parts below it."
+    vault.write("long.md", _sections(parts))
+    vault.commit("edit the third part")
+    writes = _writes_of(conn, lambda: index(vault.root))
+
+    after = chunks()
+    changed = [i for i in after if after[i]["content_hash"] != before[i]["content_hash"]]
+    assert len(changed) == 1
+    assert writes["memory_primary del"] == 1 and writes["memory_primary ins"] == 1
+    # The new chunk's vector, and the moved chunks' line numbers; nothing else.
+    moved = [i for i in after if i > changed[0]]
+    assert writes["memory_primary upd"] == 1 + len(moved)
+    # Only the changed chunk's words (150 and the heading's, before and after) move in the
+    # lexicon; every chunk's did before.
+    lexicon = writes["memory_lexicon ins"] + writes["memory_lexicon upd"]
+    assert lexicon + writes["memory_lexicon del"] <= 2 * 170, writes
+    kept = [i for i in after if i != changed[0]]
+    assert all(after[i]["created_at"] == before[i]["created_at"] for i in kept)
+    assert all(after[i]["e"] == before[i]["e"] for i in kept)
+    assert all(after[i]["line_map"] != before[i]["line_map"] for i in moved)
+
+    # And the index is the one a fresh build makes, line numbers included.
+    fresh = fresh_build_snapshot(conn, vault.root, tmp_path, wait=True)
+    assert snapshot(conn, vault.root)["chunks"] == fresh["chunks"]
+    clone = next(tmp_path.glob("fresh-*"))
+    lines = (
+        "SELECT chunk_index, line_map FROM memory_primary p JOIN vaults v ON v.id = p.vault_id"
+        " WHERE v.root = %s AND path = 'long.md' ORDER BY 1"
+    )
+    assert (
+        conn.execute(lines, (str(vault.root),)).fetchall()
+        == conn.execute(lines, (str(clone),)).fetchall()
+    )
+
+
+def test_a_title_change_rewrites_every_chunk_of_the_note(conn, vault) -> None:
+    # The title is in every chunk's words: no chunk may be kept with the old title's lexemes.
+    vault.write("n.md", _sections([_prose(k, 20) for k in range(4)]))
+    vault.commit("four parts")
+    index(vault.root, embed=False)
+    vault.write("n.md", _sections([_prose(k, 20) for k in range(4)]).replace("Long", "Quux"))
+    vault.commit("a new title")
+    writes = _writes_of(conn, lambda: index(vault.root, embed=False))
+    n = conn.execute("SELECT count(*) AS n FROM memory_primary WHERE path = 'n.md'").fetchone()["n"]
+    assert writes["memory_primary del"] == writes["memory_primary ins"] == n
+    assert (
+        conn.execute(
+            "SELECT count(*) AS n FROM memory_primary"
+            " WHERE path = 'n.md' AND lexemes @@ to_tsquery('simple', 'quux')"
+        ).fetchone()["n"]
+        == n
+    )

@@ -213,7 +213,10 @@ class Ingester:
             result.skipped += 1
             result.skip_reasons[display_path(path)] = outcome.reason
         elif isinstance(outcome, Index):
-            inserted, n = store.upsert_note(self.conn, vid, outcome.note, entry.blob, commit)
+            # Forced (a rebuild, a review decision): every chunk re-derived, none kept.
+            inserted, n = store.upsert_note(
+                self.conn, vid, outcome.note, entry.blob, commit, keep_unchanged=not force
+            )
             result.chunks_written += n
             dimension = self.known_dimension()
             if dimension is not None:  # else the drain fills it, once the dimension is known

@@ -361,9 +361,22 @@ def mark_skipped(
 
 
 def upsert_note(
-    conn: Conn, vault_id: int, note: StoredNote, blob: str, commit: str
+    conn: Conn,
+    vault_id: int,
+    note: StoredNote,
+    blob: str,
+    commit: str,
+    *,
+    keep_unchanged: bool = True,
 ) -> tuple[bool, int]:
-    """Write a note and replace its chunks. Returns (was it new, number of chunks)."""
+    """Write a note and bring its chunks to `note`'s. Returns (was it new, chunks written).
+
+    A chunk the index already holds as it is (same place, heading, text and words) is kept,
+    with its vectors, and only its line numbers follow an edit above it: an edit costs the
+    chunks it changed, not the note. Rewriting them all cost, per chunk, the lexicon's rows of
+    each of its words (removed, then added back) and a vector-index insert when the cache gave
+    the vector back, both of which grow with the vault (bench/scale.py --profile-catchup).
+    `keep_unchanged=False` (a rebuild's re-derivation, a review decision) rewrites them all."""
     conn.execute(
         "DELETE FROM memory_secure_audit WHERE vault_id = %s AND path = %s", (vault_id, note.path)
     )
@@ -392,35 +405,63 @@ def upsert_note(
             list(note.warnings),
         ),
     ).fetchone()
+    inserted = bool(row and row["inserted"])
+    chunks = note.chunks
+    params = {
+        "v": vault_id,
+        "p": note.path,
+        "i": [c.index for c in chunks],
+        "h": [c.heading for c in chunks],
+        "t": [c.text for c in chunks],
+        "hash": [c.content_hash for c in chunks],
+        "w": note.chunk_lexemes(),
+        # An array per chunk, as its literal (unnest would flatten a 2-D array).
+        "l": ["{" + ",".join(map(str, c.lines)) + "}" if c.lines else None for c in chunks],
+        "keep": keep_unchanged and not inserted,
+    }
+    new_chunks = """unnest(%(i)s::integer[], %(h)s::text[], %(t)s::text[], %(hash)s::text[],
+                      %(w)s::text[], %(l)s::text[]) AS c(i, heading, content, hash, words, lines)"""
+    # Each statement below is one for all of the note's chunks: the lexicon triggers then count
+    # the note's words once, not once per chunk.
     conn.execute(
-        "DELETE FROM memory_primary WHERE vault_id = %s AND path = %s", (vault_id, note.path)
+        f"""
+        DELETE FROM memory_primary p WHERE p.vault_id = %(v)s AND p.path = %(p)s
+           AND NOT (%(keep)s AND EXISTS (
+               SELECT 1 FROM {new_chunks}
+                WHERE c.i = p.chunk_index AND c.hash = p.content_hash
+                  AND c.heading = p.heading AND c.content = p.content
+                  AND to_tsvector('simple', c.words) = p.lexemes))
+        """,
+        params,
     )
-    if note.chunks:
-        # One statement for all of a note's chunks: the lexicon trigger then counts the note's
-        # words once, not once per chunk (a row per chunk and word in the lexicon's history).
-        chunks = note.chunks
+    if params["keep"]:
+        # Kept chunks below an edit moved in the file. Only line_map is set (not updated_at,
+        # which the backlog's index holds), so the row is not re-indexed when its page has room.
         conn.execute(
-            """
+            f"""
+            UPDATE memory_primary p SET line_map = c.lines::integer[]
+              FROM {new_chunks}
+             WHERE p.vault_id = %(v)s AND p.path = %(p)s AND p.chunk_index = c.i
+               AND p.line_map IS DISTINCT FROM c.lines::integer[]
+            """,
+            params,
+        )
+    written = 0
+    if chunks:
+        written = conn.execute(
+            f"""
             INSERT INTO memory_primary
                 (vault_id, path, chunk_index, heading, content, content_hash, lexemes, line_map)
-            SELECT %s, %s, c.i, c.heading, c.content, c.hash, to_tsvector('simple', c.words),
-                   c.lines::integer[]
-              FROM unnest(%s::integer[], %s::text[], %s::text[], %s::text[], %s::text[],
-                          %s::text[]) AS c(i, heading, content, hash, words, lines)
+            SELECT %(v)s, %(p)s, c.i, c.heading, c.content, c.hash,
+                   to_tsvector('simple', c.words), c.lines::integer[]
+              FROM {new_chunks}
+             WHERE NOT EXISTS (SELECT 1 FROM memory_primary p
+                                WHERE p.vault_id = %(v)s AND p.path = %(p)s
+                                  AND p.chunk_index = c.i)
             """,
-            (
-                vault_id,
-                note.path,
-                [c.index for c in chunks],
-                [c.heading for c in chunks],
-                [c.text for c in chunks],
-                [c.content_hash for c in chunks],
-                note.chunk_lexemes(),
-                # An array per chunk, as its literal (unnest would flatten a 2-D array).
-                ["{" + ",".join(map(str, c.lines)) + "}" if c.lines else None for c in chunks],
-            ),
-        )
-    return bool(row and row["inserted"]), len(note.chunks)
+            params,
+        ).rowcount
+    return inserted, written
 
 
 def fill_from_cache(

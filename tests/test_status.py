@@ -110,3 +110,43 @@ def test_once_every_chunk_has_its_vector_status_says_so_while_the_run_goes_on(
     assert live is None
     assert "0 chunks awaiting vectors" in out and "embedding now" not in out
     assert "then these vectors" not in out
+
+
+def test_status_shows_a_killed_worker_of_this_machine_as_not_running(indexed_vault) -> None:
+    """A SIGKILLed worker never marks its row stopped, and its row was seen moments ago: its
+    own machine can tell that its process is gone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from vaultmem.store import db
+
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "vaultmem", "worker", "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120  # a guard against a hang, never a measurement
+        with db.connect_url(os.environ["VAULTMEM_DATABASE_URL"]) as conn:
+            while True:  # the worker's row: it registered and waits for work
+                row = conn.execute(
+                    "SELECT count(*) AS n FROM embedding_workers WHERE pid = %s", (worker.pid,)
+                ).fetchone()
+                conn.commit()
+                if row["n"] or worker.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+        assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+        assert "running" in _status()
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+    out = _status()
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("worker ")]
+    assert f"pid {worker.pid}" in line and "not running" in line, line
+    result = CliRunner().invoke(cli, ["status", "--json"])
+    (w,) = json.loads(result.stdout)["workers"]
+    assert w["state"] == "gone"

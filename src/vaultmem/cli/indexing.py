@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -199,11 +200,18 @@ def status(as_json: bool) -> None:
     """
     from .. import vaults as registry
     from ..index.verify import status_report
+    from ..store import claims
 
     report = status_report(settings_for())
     data = report.to_dict()
     info, version, vaults = report.server, report.schema_version, report.vaults
     workers, backlog = report.workers, report.backlog_by_model
+    # A worker of this machine whose process is gone (SIGKILLed: it never marked its row) is
+    # not running, however fresh its row.
+    states = [w.state(socket.gethostname(), claims.pid_alive) for w in workers]
+    data["workers"] = [
+        {**row, "state": state} for row, state in zip(data["workers"], states, strict=True)
+    ]
     # An index of a repository nobody registered (older versions indexed without registering):
     # nothing reads or updates it, and `vaults remove --purge PATH` drops it.
     known = registry.load()
@@ -235,21 +243,16 @@ def status(as_json: bool) -> None:
             echo(f"  index: at {(v.watermark or 'nothing yet')[:12]} (its source indexes it)")
             continue
         _echo_vault_health(v)
-    _echo_workers(workers, backlog)
+    _echo_workers(workers, states, backlog)
 
 
-def _echo_workers(workers: list[Any], backlog: dict[str, int]) -> None:
-    """The embedding workers seen in the last hour and how fast they go."""
+def _echo_workers(workers: list[Any], states: list[str], backlog: dict[str, int]) -> None:
+    """The embedding workers seen in the last hour, whether they run, and how fast they go."""
     if backlog:
         echo("backlog on the server: " + ", ".join(f"{n} for {m}" for m, n in backlog.items()))
-    for w in workers:
-        state = (
-            "stopped"
-            if w.stopped_at is not None
-            else f"seen {w.seen_seconds_ago:.0f} s ago"
-            if w.seen_seconds_ago > 30
-            else "running"
-        )
+    for w, state in zip(workers, states, strict=True):
+        if state == "gone":
+            state = "not running (its process is gone, without stopping)"
         rate = f", {w.rate:.1f} texts/s of model time" if w.rate else ""
         echo(
             f"worker {w.hostname} pid {w.pid} (role {w.role}): {state}; {w.embedded} texts "

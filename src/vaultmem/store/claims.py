@@ -24,7 +24,8 @@ Every function runs in the caller's transaction (the claim's), as `tables` does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -387,10 +388,44 @@ class WorkerRow:
         """Chunk texts embedded per second of model time."""
         return self.embedded / self.seconds if self.seconds > 0 else None
 
+    def state(self, host: str, alive: Callable[[int], bool]) -> str:
+        """ "stopped" (it said so), "gone" (a process of this host, `host`, whose pid `alive`
+        says is not running: killed, or its machine restarted), "running" (seen within
+        WORKER_SEEN_SECONDS), or "seen N s ago" (another host's, silent since: it may be
+        idle, or dead; only its own machine can tell)."""
+        if self.stopped_at is not None:
+            return "stopped"
+        if self.hostname == host and self.pid is not None and not alive(self.pid):
+            return "gone"
+        if self.seen_seconds_ago > WORKER_SEEN_SECONDS:
+            return f"seen {self.seen_seconds_ago:.0f} s ago"
+        return "running"
+
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
 
         return {**asdict(self), "rate": self.rate}
+
+
+# A worker whose row was touched this recently is shown running (unless its own host can tell
+# that its process is gone).
+WORKER_SEEN_SECONDS = 30.0
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this machine and is a vaultmem (a pid the
+    system has given to another program since counts as gone, where /proc tells)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: it exists
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"vaultmem" in fh.read()
+    except OSError:
+        return True  # no /proc: the pid alone decides
 
 
 def register_worker(conn: Conn, worker_id: str, hostname: str, pid: int, models: list[str]) -> None:

@@ -383,3 +383,22 @@ def test_a_hook_in_an_unregistered_repository_indexes_nothing(conn, tmp_path, ho
     assert "not a registered vault" in log.read_text()
     assert db.find_vault(conn, root) is None
     assert shutil.which("git")
+
+
+def test_vaults_list_access_tells_two_machines_with_the_same_path_apart(conn, vault) -> None:
+    """Two machines (installations) with the vault at the same path have two vaults of the
+    same name on the server: the listing says which one is this machine's."""
+    import uuid
+
+    from vaultmem.store import db
+
+    vaults.register(vault.root, database_url=os.environ["VAULTMEM_DATABASE_URL"])
+    db.register_vault(conn, vault.root)  # this machine's
+    db.register_vault(conn, vault.root, installation=str(uuid.uuid4()))  # the other machine's
+    conn.commit()
+    result = CliRunner().invoke(cli, ["vaults", "list", "--access"])
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.startswith(f"  {vault.root.name} (")]
+    assert len(lines) == 2 and lines[0] != lines[1], result.output
+    assert sum("this machine" in ln for ln in lines) == 1
+    assert all(str(vault.root.resolve()) in ln for ln in lines)

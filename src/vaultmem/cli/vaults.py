@@ -239,11 +239,21 @@ def vaults_list(access: bool | None, as_json: bool) -> None:
         echo(f"(* = default; registry: {config.path})")
     if readable is not None:
         echo(f"on the server, role {readable['role']} may read:")
+        here = vaults.installation_id(user=config, create=False)
         for a in readable["vaults"]:
             kind = "shared" if a["shared"] else "private"
             whose = "yours" if a["mine"] else f"owner {a['owner']}"
             readers = ", ".join(a["readers"]) or "nobody else"
-            echo(f"  {a['name']} ({kind}, {whose}): also readable by {readers}")
+            echo(f"  {a['name']} ({kind}, {whose}{_machine(a, here)}): also readable by {readers}")
+
+
+def _machine(a: dict[str, Any], here: str | None) -> str:
+    """Which machine a private vault is on (its installation: one vaultmem home on one host),
+    and its folder there: two machines with the same path each have a vault of that name."""
+    if a["shared"] or a["installation"] is None:
+        return ""
+    where = "this machine" if a["installation"] == here else f"installation {a['installation'][:8]}"
+    return f", {where}, {a['root']}"
 
 
 def _access_rows() -> dict[str, Any]:

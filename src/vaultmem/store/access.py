@@ -31,6 +31,10 @@ class VaultAccess:
     owner: str
     mine: bool  # this role may write it (its owner, or a member of the owning role)
     readers: list[str]
+    # A private vault's installation (one vaultmem home on one machine) and its folder there:
+    # the same path registered on two machines is two vaults of the same name.
+    installation: str | None = None
+    root: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,7 +102,7 @@ def access_list(conn: Conn) -> list[VaultAccess]:
     rows = conn.execute(
         """
         SELECT v.id, v.name, v.shared, v.owner::regrole::text AS owner,
-               vaultmem_may_write(v.owner) AS mine,
+               vaultmem_may_write(v.owner) AS mine, v.installation::text AS installation, v.root,
                coalesce(array_agg(r.reader::regrole::text ORDER BY r.reader::regrole::text)
                         FILTER (WHERE r.reader IS NOT NULL), '{}') AS readers
           FROM vaults v LEFT JOIN vault_readers r ON r.vault_id = v.id
@@ -107,6 +111,15 @@ def access_list(conn: Conn) -> list[VaultAccess]:
     ).fetchall()
     conn.commit()
     return [
-        VaultAccess(r["id"], r["name"], r["shared"], r["owner"], r["mine"], list(r["readers"]))
+        VaultAccess(
+            r["id"],
+            r["name"],
+            r["shared"],
+            r["owner"],
+            r["mine"],
+            list(r["readers"]),
+            None if r["shared"] else r["installation"],
+            None if r["shared"] else r["root"],
+        )
         for r in rows
     ]

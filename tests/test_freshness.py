@@ -335,3 +335,52 @@ def _wait_embedded(conn, vault) -> None:
         return int(row["n"])
 
     assert wait_for(lambda: backlog() == 0), (vault.root / ".git/vaultmem/ingest.log").read_text()
+
+
+def _holders(pipe_fd: int) -> list[int]:
+    """Pids of other processes holding the pipe behind `pipe_fd` open (from /proc)."""
+    target = os.readlink(f"/proc/self/fd/{pipe_fd}")
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    found.append(int(pid))
+                    break
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc")
+@pytest.mark.parametrize("server", ["external", "bundled"])
+def test_init_leaves_nothing_behind_that_writes_to_its_terminal(
+    conn, vault, server, monkeypatch
+) -> None:
+    """Whatever init leaves running (the background drainer, the bundled server it started)
+    writes to a log, never to init's own output: nothing may appear on the terminal after the
+    prompt came back."""
+    if server == "bundled":
+        monkeypatch.delenv("VAULTMEM_DATABASE_URL")
+    for i in range(30):
+        vault.write(f"n{i}.md", f"# Note {i}\n\nbody text number {i}\n")
+    vault.commit()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vaultmem", "init", "--vault", str(vault.root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    # init's own end, not the pipes' (a child holding them would keep them open)
+    assert proc.wait() == 0
+    assert _holders(proc.stdout.fileno()) == [] and _holders(proc.stderr.fileno()) == []
+    proc.stdout.close()
+    proc.stderr.close()
+    if server == "external":
+        _wait_embedded(conn, vault)

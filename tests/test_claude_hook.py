@@ -54,6 +54,23 @@ def test_the_same_prompt_in_one_session_gets_its_notes_once(indexed_vault):  # n
     assert b"<retrieved_context>" in run_hook(other, None, "--no-memory")[0].stdout
 
 
+def test_the_same_failure_is_said_once_per_session(indexed_vault):  # noqa: F811
+    """An index that cannot be reached fails every prompt alike: the session hears it once."""
+    from vaultmem import vaults
+
+    vaults.register(indexed_vault.root, database_url="postgresql://nobody@127.0.0.1:1/none")
+
+    def said(prompt: str, session: str) -> list[str]:
+        proc, _ = run_hook(payload(prompt, indexed_vault.root, session=session))
+        assert proc.returncode == 0 and proc.stdout == b""
+        return [ln for ln in proc.stderr.decode().splitlines() if "failed:" in ln]
+
+    first = said("how do I restore a postgres backup", "s1")
+    assert len(first) == 1 and "127.0.0.1" in first[0], first
+    assert said("and where are the backups kept", "s1") == []
+    assert said("how do I restore a postgres backup", "s2") == first  # another session
+
+
 def test_content_free_prompt_prints_nothing(indexed_vault):  # noqa: F811
     proc, _ = run_hook(payload("好的繼續", indexed_vault.root))
     assert proc.returncode == 0 and proc.stdout == b""

@@ -85,13 +85,17 @@ def run(timeout: float = DEFAULT_TIMEOUT, include_memory: bool = True) -> NoRetu
         if out is None:
             full_environment()
             from ..terminal import clean
-            from .context import hook_context, run_bounded
+            from .context import hook_context, run_bounded, warn_once_per_session
 
             def build() -> str:
                 # Claude Code shows the context too: no escape sequence may run there.
                 return clean(hook_context(payload, include_memory=include_memory))
 
-            out = run_bounded(build, max(0.0, timeout - (time.monotonic() - started)))
+            out = run_bounded(
+                build,
+                max(0.0, timeout - (time.monotonic() - started)),
+                warn=lambda message: warn_once_per_session(payload, message),
+            )
     if out:
         sys.stdout.buffer.write(out.encode("utf-8") + b"\n")
     sys.stdout.flush()

@@ -578,8 +578,11 @@ def hook_context(
     return result.text
 
 
-def run_bounded(fn: Callable[[], str], seconds: float) -> str | None:
-    """Run `fn` in a daemon thread; its result, or None if it raised or took over `seconds`."""
+def run_bounded(
+    fn: Callable[[], str], seconds: float, *, warn: Callable[[str], None] | None = None
+) -> str | None:
+    """Run `fn` in a daemon thread; its result, or None if it raised or took over `seconds`.
+    A failure is said through `warn` (default: the log)."""
     box: dict[str, str] = {}
     errors: list[BaseException] = []
 
@@ -596,6 +599,46 @@ def run_bounded(fn: Callable[[], str], seconds: float) -> str | None:
         log.warning("gave up after %.1f s", seconds)
         return None
     if errors:
-        log.warning("failed: %s", errors[0])
+        if warn is not None:
+            warn(f"failed: {errors[0]}")
+        else:
+            log.warning("failed: %s", errors[0])
         return None
     return box.get("out", "")
+
+
+# A session's warnings are remembered this long (a day: longer than any one session's pauses).
+WARNED_KEEP_SECONDS = 86400.0
+
+
+def warn_once_per_session(payload: bytes | str, message: str, home: Path | None = None) -> bool:
+    """Write `message` to stderr unless this Claude Code session (the payload's `session_id`)
+    was told it already: a database that is down, or a schema newer than this code, fails
+    every prompt the same way, and one line says it. True if written. Without a session id,
+    or with nowhere to remember, it is written every time."""
+    import hashlib
+    import sys
+
+    from ..config import user_home
+
+    try:
+        data = json.loads(payload)
+        session = data.get("session_id") if isinstance(data, dict) else None
+    except ValueError:
+        session = None
+    first = True
+    if isinstance(session, str) and session:
+        key = hashlib.sha256(f"{session}\0{message}".encode("utf-8", "surrogatepass")).hexdigest()
+        directory = (home or user_home()) / "run" / "claude-hook-warned"
+        try:
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.close(os.open(directory / key[:32], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            prune_stale(directory, older_than=WARNED_KEEP_SECONDS, every=3600.0)
+        except FileExistsError:
+            first = False
+        except OSError:
+            pass  # nowhere to remember: better every time than never
+    if first:
+        sys.stderr.write(f"vaultmem claude-hook: {message}\n")
+        sys.stderr.flush()
+    return first

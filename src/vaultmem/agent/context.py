@@ -579,7 +579,7 @@ def hook_context(
 
 
 def run_bounded(
-    fn: Callable[[], str], seconds: float, *, warn: Callable[[str], None] | None = None
+    fn: Callable[[], str], seconds: float, *, warn: Callable[[str], object] | None = None
 ) -> str | None:
     """Run `fn` in a daemon thread; its result, or None if it raised or took over `seconds`.
     A failure is said through `warn` (default: the log)."""

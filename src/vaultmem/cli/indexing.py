@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -200,18 +199,12 @@ def status(as_json: bool) -> None:
     """
     from .. import vaults as registry
     from ..index.verify import status_report
-    from ..store import claims
 
     report = status_report(settings_for())
     data = report.to_dict()
     info, version, vaults = report.server, report.schema_version, report.vaults
     workers, backlog = report.workers, report.backlog_by_model
-    # A worker of this machine whose process is gone (SIGKILLed: it never marked its row) is
-    # not running, however fresh its row.
-    states = [w.state(socket.gethostname(), claims.pid_alive) for w in workers]
-    data["workers"] = [
-        {**row, "state": state} for row, state in zip(data["workers"], states, strict=True)
-    ]
+    states = report.worker_states
     # An index of a repository nobody registered (older versions indexed without registering):
     # nothing reads or updates it, and `vaults remove --purge PATH` drops it.
     known = registry.load()

@@ -10,6 +10,7 @@ are drift; chunks whose text no longer matches a fresh parse of the blob are dri
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -307,6 +308,9 @@ class StatusReport:
     vaults: list[VaultStatus]
     workers: list[Any]  # store.claims.WorkerRow
     backlog_by_model: dict[str, int]
+    # Each worker's state (`WorkerRow.state`, judged on this host): a SIGKILLed worker of this
+    # machine never marked its row, however fresh, and is "gone"
+    worker_states: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """`vaultmem status --json`."""
@@ -316,7 +320,10 @@ class StatusReport:
             **self.server,
             "schema_version": self.schema_version,
             "vaults": [v.to_dict() for v in self.vaults],
-            "workers": [w.to_dict() for w in self.workers],
+            "workers": [
+                {**w.to_dict(), "state": state}
+                for w, state in zip(self.workers, self.worker_states, strict=True)
+            ],
             "backlog_by_model": self.backlog_by_model,
         }
 
@@ -343,4 +350,5 @@ def status_report(settings: Settings) -> StatusReport:
         rows,
         list(workers),
         backlog,
+        [w.state(socket.gethostname(), claims.pid_alive) for w in workers],
     )

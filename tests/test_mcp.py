@@ -15,10 +15,10 @@ from typing import Any
 
 import anyio
 import pytest
-from fake_secrets import fake_aws
-from indexing import index
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from support.fake_secrets import fake_aws
+from support.indexing import index
 
 from vaultmem import vaults
 from vaultmem.agent import injections

@@ -65,14 +65,16 @@ def _options(commands: list[click.Command], name: str) -> list[click.Parameter]:
     return [p for c in commands for p in c.params if name in (*p.opts, *p.secondary_opts)]
 
 
-def command_problems(line: str) -> list[str]:
-    """What in one documented `vaultmem …` line the CLI does not have: a subcommand (each of
-    `a|b` alternatives) or an option (each of `[--x|--y]`) that no command on the path takes.
+def walk_command(line: str) -> tuple[list[str], set[str]]:
+    """Walk one documented `vaultmem …` line down the click tree. Returns what the CLI does not
+    have (a subcommand, each of `a|b` alternatives; an option, each of `[--x|--y]`, that no
+    command on the path takes) and the command paths the line names (`hooks install`, ...).
     Words after a command that has no subcommands are its arguments (placeholders)."""
     words = _words(line)[1:]
-    current: list[click.Command] = [cli]
+    current: list[tuple[str, click.Command]] = [("", cli)]
     where = "vaultmem"
     problems: list[str] = []
+    named: set[str] = set()
     skip_value = False
     for word in words:
         if word == "--":
@@ -88,7 +90,7 @@ def command_problems(line: str) -> list[str]:
             for name in names:
                 if name == "--help":
                     continue
-                owners = _options(current, name)
+                owners = _options([c for _, c in current], name)
                 if not owners:
                     problems.append(f"{line}: `{where}` has no option {name}")
                 elif len(names) == 1 and "=" not in bare:
@@ -96,20 +98,39 @@ def command_problems(line: str) -> list[str]:
                         isinstance(o, click.Option) and (o.is_flag or o.count) for o in owners
                     )
             continue
-        groups = [c for c in current if isinstance(c, click.Group)]
+        groups = [(path, c) for path, c in current if isinstance(c, click.Group)]
         if not groups or word.startswith("["):
             continue
-        found: list[click.Command] = []
+        found: list[tuple[str, click.Command]] = []
         for name in bare.split("|"):
-            hits = [g.get_command(click.Context(g), name) for g in groups]
-            subcommands = [h for h in hits if h is not None]
+            hits = [
+                (f"{path} {name}".strip(), g.get_command(click.Context(g), name))
+                for path, g in groups
+            ]
+            subcommands = [(path, c) for path, c in hits if c is not None]
             if not subcommands:
                 problems.append(f"{line}: `{where}` has no command {name!r}")
             found += subcommands
         if not found:
             break
         current, where = found, f"{where} {bare}"
-    return problems
+        named.update(path for path, _ in found)
+    return problems, named
+
+
+def command_problems(line: str) -> list[str]:
+    return walk_command(line)[0]
+
+
+def _visible_commands(group: click.Group, prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for name, command in group.commands.items():
+        if command.hidden:
+            continue
+        out.add(f"{prefix}{name}")
+        if isinstance(command, click.Group):
+            out |= _visible_commands(command, f"{prefix}{name} ")
+    return out
 
 
 def test_the_readme_stays_under_300_lines() -> None:
@@ -126,6 +147,19 @@ def test_every_command_the_docs_show_exists() -> None:
     readme = [line for path, line in lines if path == Path("README.md")]
     assert len(readme) >= 25 and len(lines) >= 150, (len(readme), len(lines))
     assert [f"{path}: {p}" for path, line in lines for p in command_problems(line)] == []
+
+
+def test_the_reference_names_every_command() -> None:
+    """docs/reference.md lists every command `vaultmem --help` shows (hidden ones are
+    internal: the hooks' entry points)."""
+    reference = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    named = {path for line in _command_lines(reference) for path in walk_command(line)[1]}
+    assert _visible_commands(cli) - named == set()
+    assert walk_command("vaultmem hooks install|uninstall --claude")[1] == {
+        "hooks",
+        "hooks install",
+        "hooks uninstall",
+    }
 
 
 def test_the_command_check_reports_made_up_commands_and_options() -> None:

@@ -19,7 +19,7 @@ from _corpora import bench_vault
 from _setup import bench_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from russian_notes import RUSSIAN_NOTES as NOTES  # noqa: E402 - the gate test's notes too
+from support.russian_notes import RUSSIAN_NOTES as NOTES  # noqa: E402 - the gate test's notes too
 
 # (prompt, the note that answers it or None, group)
 PROMPTS = [

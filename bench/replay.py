@@ -43,7 +43,7 @@ def main() -> None:
 
     work, external = bench_env("vaultmem-replay-", args.provider)
 
-    from indexing import snapshot  # tests/indexing.py
+    from support.indexing import snapshot  # tests/support/indexing.py
 
     from vaultmem.config import load_settings
     from vaultmem.index import ingest

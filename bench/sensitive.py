@@ -1,9 +1,10 @@
 """Sensitive-content detection through the real pipeline: per-category recall and false
-positives for the development and held-out parts of tests/sensitive_corpus_formats.py, for the
-late corpus (tests/sensitive_corpus_dialects.py, written after the rules) and for issue 28's
-corpus (tests/sensitive_corpus_free_form.py: dev28 tuned on, held28 not), plus leak checks. With
-`--tldr`, also the benign side at scale: the tldr vault (../shared/data/tldr-history.bundle,
-8,178 real pages) indexed by the real catch-up, and how many of its pages were quarantined.
+positives for the development and held-out parts of tests/support/sensitive_corpus_formats.py,
+for the late corpus (tests/support/sensitive_corpus_dialects.py, written after the rules) and
+for issue 28's corpus (tests/support/sensitive_corpus_free_form.py: dev28 tuned on, held28
+not), plus leak checks. With `--tldr`, also the benign side at scale: the tldr vault
+(../shared/data/tldr-history.bundle, 8,178 real pages) indexed by the real catch-up, and how
+many of its pages were quarantined.
 
 Usage: python bench/sensitive.py [--prompts N] [--tldr]
 Runs its own bundled PostgreSQL in a temporary VAULTMEM_HOME unless VAULTMEM_DATABASE_URL is set;
@@ -28,10 +29,10 @@ def main() -> None:
     parser.add_argument("--tldr", action="store_true", help="also index the tldr vault")
     args = parser.parse_args()
     work, external = bench_env("vm-sensitive-", "hash")
-    from sensitive_corpus_dialects import dialects_corpus
-    from sensitive_corpus_formats import formats_corpus
-    from sensitive_corpus_free_form import free_form_corpus
-    from sensitive_eval import build_vault, evaluate, table
+    from support.sensitive_corpus_dialects import dialects_corpus
+    from support.sensitive_corpus_formats import formats_corpus
+    from support.sensitive_corpus_free_form import free_form_corpus
+    from support.sensitive_eval import build_vault, evaluate, table
 
     from vaultmem.store import server
 

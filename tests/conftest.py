@@ -18,8 +18,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from sample_notes import NOTES, add_note
-from team_server import TeamServer
+from support.sample_notes import NOTES, add_note
+from support.team_server import TeamServer
 
 from vaultmem import vaults
 from vaultmem.embed import HashEmbedder
@@ -188,7 +188,7 @@ def vault(tmp_path: Path) -> Vault:
 
 @pytest.fixture
 def indexed_vault(conn: psycopg.Connection, vault: Vault) -> Vault:
-    """A registered (default) vault (tests/sample_notes.py's notes) whose notes are indexed with the hash embedder."""
+    """A registered (default) vault (tests/support/sample_notes.py's notes) whose notes are indexed with the hash embedder."""
     vault.write("README.md", "vault\n")
     vault.commit()
     v = db.register_vault(conn, vault.root)
@@ -203,10 +203,10 @@ def indexed_vault(conn: psycopg.Connection, vault: Vault) -> Vault:
     return vault
 
 
-# The team server (tests/team_server.py), one per session for every file that uses it.
+# The team server (tests/support/team_server.py), one per session for every file that uses it.
 @pytest.fixture(scope="session")
 def team() -> Iterator[TeamServer]:
-    from team_server import team_server
+    from support.team_server import team_server
 
     with team_server() as server:
         yield server

@@ -290,7 +290,7 @@ def test_the_vaults_memory_file_is_never_a_retrieved_note_beside_the_preferences
     """Without a preferences file of the user's own, the vault's committed MEMORY.md is the
     preferences (in the wrapper's system prompt): `claude-hook --no-memory` must not bring it
     back as a note."""
-    from indexing import index
+    from support.indexing import index
 
     from vaultmem import vaults
 

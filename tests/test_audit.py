@@ -14,8 +14,8 @@ import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
-from fake_secrets import benign_notes, fake_aws, fake_password, secret_notes
-from indexing import index, snapshot
+from support.fake_secrets import benign_notes, fake_aws, fake_password, secret_notes
+from support.indexing import index, snapshot
 
 from vaultmem.cli import cli
 from vaultmem.config import load_settings

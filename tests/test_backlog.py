@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from click.testing import CliRunner
-from embedding_servers import FailingEmbeddingServer, Reply
-from indexing import index, snapshot
+from support.embedding_servers import FailingEmbeddingServer, Reply
+from support.indexing import index, snapshot
 
 from vaultmem import store
 from vaultmem.cli import cli
@@ -106,7 +106,7 @@ def test_a_rebuild_says_it_waits_and_a_background_drainer_steps_aside(
     import sys
     import threading
 
-    from reliability import wait_for
+    from support.reliability import wait_for
 
     from vaultmem import vaults
     from vaultmem.index import statedir

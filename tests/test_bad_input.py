@@ -20,8 +20,8 @@ from typing import Any
 import psycopg
 import pytest
 from conftest import GIT_ENV, KEPT_VARIABLES, Vault
-from indexing import fresh_build_snapshot, index, snapshot
-from reliability import invariants, vault_id, vaultmem
+from support.indexing import fresh_build_snapshot, index, snapshot
+from support.reliability import invariants, vault_id, vaultmem
 
 from vaultmem import vaults
 from vaultmem.config import load_settings

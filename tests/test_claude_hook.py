@@ -10,8 +10,8 @@ import sys
 
 import psycopg
 import pytest
-from claude_code import payload, registered_argv, run_hook
 from click.testing import CliRunner
+from support.claude_code import payload, registered_argv, run_hook
 
 from vaultmem.agent.claude_hook import parse_args
 from vaultmem.agent.claude_settings import (

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from indexing import index
+from support.indexing import index
 
 from vaultmem import vaults
 from vaultmem.agent.claude_mcp import (

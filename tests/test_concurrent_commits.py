@@ -13,8 +13,8 @@ import statistics
 import subprocess
 import time
 
-from indexing import fresh_build_snapshot, index, snapshot
-from reliability import (
+from support.indexing import fresh_build_snapshot, index, snapshot
+from support.reliability import (
     hook_log,
     index_state,
     invariants,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sample_notes import a_hit
+from support.sample_notes import a_hit
 
 from vaultmem.agent.context import build_context
 from vaultmem.agent.delivery import Form, plan
@@ -226,7 +226,7 @@ def test_build_context_outside_a_vault_gives_only_preferences(tmp_path: Path, mo
 
 
 def test_pointers_say_which_words_matched_as_the_prompt_spells_them():
-    from sample_notes import a_hit
+    from support.sample_notes import a_hit
 
     from vaultmem.agent.delivery import reason
     from vaultmem.search.prompt import search_terms

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
-from indexing import fresh_build_snapshot, index, snapshot
-from reliability import index_state, invariants, note_text, vaultmem
+from support.indexing import fresh_build_snapshot, index, snapshot
+from support.reliability import index_state, invariants, note_text, vaultmem
 
 from vaultmem import vaults
 from vaultmem.config import load_settings

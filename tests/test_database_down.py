@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from indexing import fresh_build_snapshot, snapshot
-from reliability import hook_log, index_state, invariants, vaultmem, wait_for, wait_settled
+from support.indexing import fresh_build_snapshot, snapshot
+from support.reliability import hook_log, index_state, invariants, vaultmem, wait_for, wait_settled
 
 from vaultmem.config import load_settings
 from vaultmem.store import db, server

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from conftest import Vault
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from indexing import index
-from sample_notes import a_hit
+from support.indexing import index
+from support.sample_notes import a_hit
 
 from vaultmem.agent import delivery
 from vaultmem.agent.delivery import Form, plan

@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from claude_code import recorded_calls, stand_in_claude
 from click.testing import CliRunner
-from fake_secrets import fake_aws
-from indexing import index
+from support.claude_code import recorded_calls, stand_in_claude
+from support.fake_secrets import fake_aws
+from support.indexing import index
 
 from vaultmem import vaults
 from vaultmem.agent import capture

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from embedding_servers import (
+from support.embedding_servers import (
     FailingEmbeddingServer,
     Reply,
     fake_vector,

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from embedding_servers import FailingEmbeddingServer, Reply, fake_vector
-from indexing import fresh_build_snapshot, index, snapshot
-from reliability import index_state, invariants, note_text, vault_id, vaultmem
+from support.embedding_servers import FailingEmbeddingServer, Reply, fake_vector
+from support.indexing import fresh_build_snapshot, index, snapshot
+from support.reliability import index_state, invariants, note_text, vault_id, vaultmem
 
 from vaultmem.cli import cli
 from vaultmem.index.markdown import embedding_input

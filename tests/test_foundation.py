@@ -221,9 +221,10 @@ def test_the_docs_give_the_vault_precedence_the_code_has(tmp_path: Path, monkeyp
     assert resolve(config, "here", cwd=named, environ={"VAULTMEM_VAULT": "named"}).name == "here"
     assert resolve(config, cwd=tmp_path, environ={}).name == "default"
     texts = {
-        "README.md": (ROOT / "README.md").read_text(),
-        "bin/agent-with-memory": (ROOT / "bin" / "agent-with-memory").read_text(),
+        str(path.relative_to(ROOT)): path.read_text()
+        for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     }
+    texts["bin/agent-with-memory"] = (ROOT / "bin" / "agent-with-memory").read_text()
     for name in ("context", "mcp", "query"):
         texts[f"vaultmem {name} --help"] = CliRunner().invoke(cli, [name, "--help"]).output
     for where, text in texts.items():
@@ -234,11 +235,11 @@ def test_the_docs_give_the_vault_precedence_the_code_has(tmp_path: Path, monkeyp
                 assert flat.index("VAULTMEM_VAULT") < first.start(), (where, flat)  # type: ignore[union-attr]
 
 
-def test_readme_configuration_table_lists_every_setting() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_configuration_table_lists_every_setting() -> None:
+    table = (ROOT / "docs" / "configuration.md").read_text()
     for name, (default, _) in SETTINGS.items():
         row = f"| `{name}` | `{default}` |" if default else f"| `{name}` | — |"
-        assert row in readme, f"README row for {name} should start {row!r}"
+        assert row in table, f"docs/configuration.md's row for {name} should start {row!r}"
 
 
 def test_settings_env_overrides_dotenv_and_secrets_are_redacted(tmp_path: Path) -> None:

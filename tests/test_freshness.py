@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import Vault
-from indexing import index, snapshot
-from reliability import wait_for
+from support.indexing import index, snapshot
+from support.reliability import wait_for
 
 from vaultmem import vaults
 from vaultmem.cli import cli
@@ -293,7 +293,7 @@ def test_status_says_an_ingest_is_running_before_it_reports_progress(conn, vault
 def test_init_indexes_text_then_leaves_vectors_to_a_background_drainer(
     conn, vault, monkeypatch
 ) -> None:
-    from embedding_servers import FailingEmbeddingServer, Reply
+    from support.embedding_servers import FailingEmbeddingServer, Reply
 
     for i in range(30):
         vault.write(f"n{i}.md", f"# Note {i}\n\nbody text number {i}\n")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from indexing import snapshot
-from reliability import wait_for
+from support.indexing import snapshot
+from support.reliability import wait_for
 
 from vaultmem.cli import cli
 from vaultmem.index import git_hooks

@@ -14,9 +14,9 @@ import uuid
 
 import psycopg
 import pytest
-from claude_code import payload, run_hook
-from reliability import wait_for
-from sample_notes import NOTES, add_note
+from support.claude_code import payload, run_hook
+from support.reliability import wait_for
+from support.sample_notes import NOTES, add_note
 
 from vaultmem import vaults
 from vaultmem.agent import injections, warm

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-from indexing import fresh_build_snapshot, index, snapshot
+from support.indexing import fresh_build_snapshot, index, snapshot
 
 from vaultmem import store
 from vaultmem.cli import cli

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import psycopg
-from indexing import fresh_build_snapshot, index, snapshot
+from support.indexing import fresh_build_snapshot, index, snapshot
 
 from vaultmem.config import load_settings
 from vaultmem.embed import HashEmbedder

@@ -23,7 +23,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from indexing import fresh_build_snapshot, index, snapshot
+from support.indexing import fresh_build_snapshot, index, snapshot
 
 from vaultmem.config import load_settings
 from vaultmem.index.verify import verify

@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import pytest
-from claude_code import payload, run_hook
 from click.testing import CliRunner
+from support.claude_code import payload, run_hook
 
 from vaultmem.agent import injections
 from vaultmem.cli import cli

@@ -11,9 +11,9 @@ from typing import Any
 
 import anyio
 import pytest
-from indexing import index
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from support.indexing import index
 
 from vaultmem import vaults
 from vaultmem.agent.mcp_server import Refused, VaultTools

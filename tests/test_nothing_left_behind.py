@@ -7,8 +7,8 @@ import random
 
 import psycopg
 from click.testing import CliRunner
-from fake_secrets import fake_password
-from indexing import index
+from support.fake_secrets import fake_password
+from support.indexing import index
 
 from vaultmem.cli import cli
 from vaultmem.config import load_settings

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from indexing import index
+from support.indexing import index
 
 from vaultmem import vaults
 from vaultmem.agent.delivery import plan
@@ -70,7 +70,7 @@ def test_agent_folder_setting_must_stay_inside_the_vault() -> None:
 
 
 def _Hit(path: str, text: str) -> object:  # noqa: N802
-    from sample_notes import a_hit
+    from support.sample_notes import a_hit
 
     from vaultmem.search import Delivery
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
-from sample_notes import COMMIT, NOTES, add_note
+from support.sample_notes import COMMIT, NOTES, add_note
 
 from vaultmem.embed import HashEmbedder
 from vaultmem.index.lexical import lexeme_text

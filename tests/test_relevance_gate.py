@@ -11,12 +11,12 @@ import re
 from pathlib import Path
 
 import pytest
-from claude_code import hook
 from click.testing import CliRunner
 from conftest import Vault
-from indexing import index
-from russian_notes import RUSSIAN_NOTES as ALL_RUSSIAN_NOTES
-from sample_notes import a_hit
+from support.claude_code import hook
+from support.indexing import index
+from support.russian_notes import RUSSIAN_NOTES as ALL_RUSSIAN_NOTES
+from support.sample_notes import a_hit
 
 from vaultmem.cli import cli
 

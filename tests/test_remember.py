@@ -181,7 +181,7 @@ def test_cli_remember_is_committed_and_indexed(conn, vault, monkeypatch) -> None
     import os
 
     from click.testing import CliRunner
-    from indexing import index
+    from support.indexing import index
 
     from vaultmem import vaults
     from vaultmem.cli import cli
@@ -206,7 +206,7 @@ def test_cli_remember_is_logged_without_text(conn, vault, monkeypatch) -> None: 
     import os
 
     from click.testing import CliRunner
-    from indexing import index
+    from support.indexing import index
 
     from vaultmem import vaults
     from vaultmem.agent import injections

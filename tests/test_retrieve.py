@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from conftest import Vault
-from indexing import index
-from reliability import wait_for
+from support.indexing import index
+from support.reliability import wait_for
 
 from vaultmem.agent.context import build_context
 from vaultmem.config import load_settings

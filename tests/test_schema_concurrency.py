@@ -20,8 +20,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from indexing import index
-from reliability import wait_for
+from support.indexing import index
+from support.reliability import wait_for
 
 from vaultmem import store, vaults
 from vaultmem.config import load_settings

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from claude_code import hook
 from click.testing import CliRunner
 from conftest import Vault
-from sample_notes import a_hit
+from support.claude_code import hook
+from support.sample_notes import a_hit
 from test_relevance_gate import DEV_VAULT, _delivered, _indexed
 
 from vaultmem.agent import injections, warm
@@ -347,7 +347,7 @@ def test_a_failing_second_opinion_leaves_the_search_judged_without_it(
 def test_a_deleted_notes_second_opinion_vector_goes_with_it(
     dev_vault: Vault, opinion: SecondOpinion
 ) -> None:
-    from indexing import index
+    from support.indexing import index
 
     settings = load_settings(dev_vault.root)
     verdicts = _filled_and_judged(dev_vault, opinion, opinion)
@@ -407,7 +407,7 @@ def test_a_fill_embeds_every_chunk_once_and_stops_when_told(
 def test_the_ingester_fills_them_after_the_vectors_and_context_weighs_them(
     vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from indexing import index
+    from support.indexing import index
 
     _indexed(vault, DEV_VAULT, monkeypatch)
     settings = load_settings(vault.root)

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_secrets import benign_notes, fake_aws, fake_password, secret_notes
+from support.fake_secrets import benign_notes, fake_aws, fake_password, secret_notes
 
 from vaultmem.config import load_settings
 from vaultmem.index.findings import Finding, mask

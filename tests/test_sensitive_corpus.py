@@ -6,10 +6,10 @@ output."""
 
 from __future__ import annotations
 
-from sensitive_corpus_dialects import dialects_corpus
-from sensitive_corpus_formats import formats_corpus
-from sensitive_corpus_free_form import free_form_corpus
-from sensitive_eval import build_vault, evaluate, table
+from support.sensitive_corpus_dialects import dialects_corpus
+from support.sensitive_corpus_formats import formats_corpus
+from support.sensitive_corpus_free_form import free_form_corpus
+from support.sensitive_eval import build_vault, evaluate, table
 
 
 def test_corpus_is_broad() -> None:

@@ -1,7 +1,7 @@
 """Issue 28's kinds, one behaviour each: what the earlier rules let through (secrets in prose, a
 password on the line after its label, seed phrases, a password in a file name, privacy markers
 in real spellings) and what they quarantined (camelCase names, test output, design notes named
-"credentials"). The broad corpus is tests/sensitive_corpus_free_form.py, run by
+"credentials"). The broad corpus is tests/support/sensitive_corpus_free_form.py, run by
 test_sensitive_corpus.py through the pipeline."""
 
 from __future__ import annotations

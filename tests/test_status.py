@@ -9,8 +9,8 @@ import json
 import shutil
 
 from click.testing import CliRunner
-from embedding_servers import free_port
-from indexing import index
+from support.embedding_servers import free_port
+from support.indexing import index
 
 from vaultmem.cli import cli
 

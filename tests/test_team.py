@@ -1,5 +1,5 @@
 """Many machines, many people, one PostgreSQL: a real server on 127.0.0.1 over TCP, PgBouncer in
-transaction mode in front of it serving verified TLS (tests/team_server.py), several simulated
+transaction mode in front of it serving verified TLS (tests/support/team_server.py), several simulated
 machines (each its own home, registry and installation id, running the real CLI and git hooks in
 subprocesses), roles checked with raw SQL, writer leases, and workers killed mid-batch.
 """
@@ -21,10 +21,10 @@ import numpy as np
 import psycopg
 import pytest
 from conftest import GIT_ENV, git
-from embedding_servers import FailingEmbeddingServer, Reply, fake_vector
-from indexing import snapshot_of
 from psycopg.rows import dict_row
-from team_server import TeamServer, make_certificates
+from support.embedding_servers import FailingEmbeddingServer, Reply, fake_vector
+from support.indexing import snapshot_of
+from support.team_server import TeamServer, make_certificates
 
 from vaultmem.index import markdown
 from vaultmem.store import db, leases

@@ -1,5 +1,5 @@
 """A team server that a member cannot poison and a frozen laptop cannot stall (issue #44), on
-the real team server (tests/team_server.py: PostgreSQL over TCP with SCRAM, PgBouncer with
+the real team server (tests/support/team_server.py: PostgreSQL over TCP with SCRAM, PgBouncer with
 verified TLS): the shared vector cache under a hostile member, writer sessions bound to their
 lease, one sentence for each role or connection mistake, a schema newer than the code, and
 the definer functions' privileges.
@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from conftest import git
 from psycopg.rows import dict_row
-from team_server import TeamServer
+from support.team_server import TeamServer
 from test_team import Machine, admin_conn, wait_for
 
 from vaultmem.embed.hashing import HashEmbedder
@@ -277,7 +277,7 @@ def test_connection_failures_each_get_their_own_sentence(
 ) -> None:
     import socket
 
-    from team_server import PASSWORD, free_port, make_certificates
+    from support.team_server import PASSWORD, free_port, make_certificates
 
     from vaultmem.errors import DatabaseUnavailable
 
@@ -386,7 +386,7 @@ def test_definer_functions_are_not_public_and_check_their_caller(
 def test_the_password_goes_to_pgpass_not_the_registry(
     team: TeamServer, schema: str, tmp_path: Path
 ) -> None:
-    from team_server import PASSWORD
+    from support.team_server import PASSWORD
 
     alice = Machine(tmp_path, "alice", team.url(schema, "alice"))
     repo = _vault(tmp_path, "alice-notes", {"lunch.md": HARMLESS})

@@ -8,8 +8,8 @@ import random
 import stat
 
 from click.testing import CliRunner
-from fake_secrets import fake_aws
-from indexing import index
+from support.fake_secrets import fake_aws
+from support.indexing import index
 
 from vaultmem.cli import cli
 from vaultmem.dburl import redact_url

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from conftest import Vault
-from fake_secrets import fake_aws
-from indexing import index
+from support.fake_secrets import fake_aws
+from support.indexing import index
 
 from vaultmem import store
 from vaultmem.config import load_settings

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from claude_code import hook
 from click.testing import CliRunner
 from conftest import Vault
-from embedding_servers import FailingEmbeddingServer
-from indexing import index
+from support.claude_code import hook
+from support.embedding_servers import FailingEmbeddingServer
+from support.indexing import index
 
 from vaultmem import vaults
 from vaultmem.cli import cli

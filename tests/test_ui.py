@@ -23,9 +23,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 import uvicorn
-from browser import Browser, chromium
-from fake_secrets import fake_aws, fake_password
-from indexing import index
+from support.browser import Browser, chromium
+from support.fake_secrets import fake_aws, fake_password
+from support.indexing import index
 
 from vaultmem import vaults
 from vaultmem.agent import injections

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 from conftest import Vault
-from sample_notes import NOTES, add_note
+from support.sample_notes import NOTES, add_note
 
 from vaultmem import vaults
 from vaultmem.cli import cli

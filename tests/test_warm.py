@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from claude_code import payload, registered_argv, run_hook
+from support.claude_code import payload, registered_argv, run_hook
 
 from vaultmem import vaults
 from vaultmem.agent import injections, warm

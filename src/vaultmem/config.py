@@ -10,15 +10,16 @@ library (tests check warm_client agrees with this module). Other modules pass th
 on to the processes they start, or read variables that are not vaultmem settings (PATH,
 CLAUDE_CONFIG_DIR, a session's id).
 
-Trust model (README, "What vaultmem reads"): settings that decide where data goes or which files
-are read (database, vaultmem home, embedding provider / URL / key, preferences file) come only
-from the process environment or the user's own config file (`vaults.config_path()`, its
-`[settings]` table); never from a file inside a repository. A vault's `.env` may set indexing
-options only (INDEXING_KEYS); anything else in it is ignored and reported. A registered vault's
-index (the home or database it was registered with) is recorded with it and used by every
-command and git hook acting on it. Every setting has a documented default (SETTINGS, and the
-README table generated from it). Secrets (API keys, database passwords) live in fields that
-`redacted()` masks; nothing else in vaultmem prints them.
+Trust model (docs/how-it-works.md, "What vaultmem reads"): settings that decide where data goes
+or which files are read (database, vaultmem home, embedding provider / URL / key, preferences
+file) come only from the process environment or the user's own config file
+(`vaults.config_path()`, its `[settings]` table); never from a file inside a repository. A
+vault's `.env` may set indexing options only (INDEXING_KEYS); anything else in it is ignored and
+reported. A registered vault's index (the home or database it was registered with) is recorded
+with it and used by every command and git hook acting on it. Every setting has a documented
+default (SETTINGS, and the table in docs/configuration.md, which a test keeps equal to it).
+Secrets (API keys, database passwords) live in fields that `redacted()` masks; nothing else in
+vaultmem prints them.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from .errors import ConfigError
 from .vaults import UserConfig, VaultEntry, installation_id
 from .vaults import load as load_user_config
 
-# name -> (default, help). The README's configuration table is generated from this list
+# name -> (default, help). docs/configuration.md's table of settings follows this list
 # (tests check they agree), so the two never drift.
 SETTINGS: dict[str, tuple[str, str]] = {
     "VAULTMEM_HOME": (

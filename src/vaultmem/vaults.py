@@ -210,8 +210,8 @@ def resolve(
     """The vault a reading command uses, or None when none is registered.
 
     `name` (a --vault NAME or PATH), else VAULTMEM_VAULT, else the registered vault holding
-    `cwd`, else the default vault: the one precedence every reader uses (README, "What
-    vaultmem reads"), explicit names before places. Never an unregistered directory: a name
+    `cwd`, else the default vault: the one precedence every reader uses (docs/how-it-works.md,
+    "What vaultmem reads"), explicit names before places. Never an unregistered directory: a name
     or path that is not registered is a ConfigError that says how to register it."""
     env = os.environ if environ is None else environ
     for chosen, source in ((name, "--vault"), (env.get(VAULT_ENV), VAULT_ENV)):

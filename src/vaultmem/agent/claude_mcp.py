@@ -194,7 +194,8 @@ def mcp_server_status(scope: str, project_dir: Path | None = None) -> McpServerS
 
 
 def claude_mcp_add_command(hook_scope: str, vault: str | None = None) -> str:
-    """The `claude mcp add` line that registers the same server (for the README and output)."""
+    """The `claude mcp add` line that registers the same server (for docs/claude-code.md and
+    output)."""
     entry = server_entry(mcp_program(), vault)
     return shlex.join(
         [

@@ -38,7 +38,7 @@ def register(
     if shared is not None and not settings.database_url:
         raise ConfigError(
             "a shared vault lives on a server other machines reach: set VAULTMEM_DATABASE_URL "
-            'to it (see README, "Several machines and teams")'
+            "to it (see docs/team.md)"
         )
     if (
         entry is None
@@ -67,7 +67,7 @@ def register_reader(name: str, alias: str | None = None) -> Registered:
     if not settings.database_url:
         raise ConfigError(
             "a shared vault is read from a server: set VAULTMEM_DATABASE_URL to it (see "
-            'README, "Several machines and teams")'
+            "docs/team.md)"
         )
     entry = vaults.register(None, name=alias, shared=name, database_url=settings.database_url)
     return Registered(entry, load_settings(entry=entry))

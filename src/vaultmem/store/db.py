@@ -109,7 +109,8 @@ def connection_failure(url: str, exc: Exception, timeout: float) -> str:
     if "does not support ssl" in text or "ssl is not enabled" in text or "ssl off" in text:
         return (
             f"the server at {where} does not offer TLS: put a pooler that terminates TLS in "
-            'front of it (README, "Team setup"), or on a trusted network set sslmode=disable'
+            'front of it (docs/team.md, "Team setup from an empty server"), or on a trusted '
+            "network set sslmode=disable"
         )
     if any(k in text for k in ("certificate", "ssl", "tls", "root cert")):
         return (

@@ -14,7 +14,7 @@ import random
 import string
 import uuid
 
-from sensitive_corpus_formats import Sample
+from support.sensitive_corpus_formats import Sample
 
 SEED = 2025_1214
 ALNUM = string.ascii_letters + string.digits

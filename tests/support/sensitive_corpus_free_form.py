@@ -28,7 +28,8 @@ import random
 import string
 
 from mnemonic import Mnemonic
-from sensitive_corpus_formats import Sample
+
+from support.sensitive_corpus_formats import Sample
 
 SEED = 28_2026
 ALNUM = string.ascii_letters + string.digits

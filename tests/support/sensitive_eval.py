@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from click.testing import CliRunner
-from sensitive_corpus_formats import Sample
 
+from support.sensitive_corpus_formats import Sample
 from vaultmem.cli import cli
 from vaultmem.config import load_settings
 from vaultmem.index import audit, ingest, statedir

@@ -1,8 +1,8 @@
 """Keep the index equal to the notes committed at HEAD: catch-up, rebuild, verify, backlog.
 
 Orchestration only: git facts come from `gitdiff`, per-file decisions from `decision.decide`
-(triage plus the user's reviews), SQL from `store`, the lock and state files from `statedir`.
-The design in one paragraph: each run diffs the vault's watermark
+(triage plus the user's reviews), SQL from `store`, the writer lock from `writer_lock`, the
+state files from `statedir`. The design in one paragraph: each run diffs the vault's watermark
 (the last fully applied commit) against HEAD with `git diff-tree`, applies the events in batched
 transactions reading contents from the commit's blobs (never the work tree), and moves the
 watermark only after all of them are committed. If the watermark is gone or no longer an ancestor
@@ -12,15 +12,15 @@ are cached by content hash, so neither path re-embeds unchanged text. Text becom
 (chunks whose vector is missing or from another model), claimed batch by batch, so any number
 of workers on any machine (`index.worker`) can drain it too. One writer per vault: a file lock
 on this machine (triggers that find it held leave a "pending" mark that the holder loops on)
-and a lease in the database for every machine (`index.lease`), held while text is written and
+and a lease in the database for every machine (`store.vault_lease`), held while text is written and
 renewed by every write transaction. A shared vault's source follows a ref (a bare remote's
 branch, or a clone's remote-tracking branch) instead of HEAD, and its index only moves forward.
 
 One module on purpose (about 670 lines): the `Ingester`'s passes and the entry points that run
 them (`catch_up`, `rebuild`, `apply_changes_file`...) share one discipline, taking the lock,
 looping on the pending mark, merging pass results and recording the run, that reads best in
-one place; the parts that stand alone (the state folder, the per-file decision, the git hook's
-runtime) live in their own modules.
+one place; the parts that stand alone (the state folder, the writer lock, the per-file
+decision, the git hook's runtime) live in their own modules.
 """
 
 from __future__ import annotations
@@ -43,13 +43,14 @@ from ..config import Settings
 from ..dburl import redact_url
 from ..embed import Embedder, generic, get_embedder
 from ..errors import BlobMissing, VaultmemError
-from ..store import claims, db
+from ..store import claims, db, vector_cache
+from ..store.vault_lease import VaultLease
 from . import gitdiff, markdown
 from .decision import decide
-from .lease import VaultLease
 from .paths import display_path, storable
-from .statedir import ProgressFile, Writer, state_files, wait_until_let_in, writer
+from .statedir import ProgressFile, state_files
 from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage_path
+from .writer_lock import Writer, wait_until_let_in, writer
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ class Ingester:
         once: asking the embedder could cost a model call. Cached entries of another are
         passed over."""
         if not self._dimension_read:  # once a run, found or not: never a scan per file
-            self._dimension = claims.index_dimension(
+            self._dimension = vector_cache.index_dimension(
                 self.conn, self.embedder.model_id, [self.vault.id]
             )
             self._dimension_read = True
@@ -378,7 +379,7 @@ class Ingester:
             self.conn.commit()
         db.ensure_vector_index(self.conn, model, dimension)
         self.conn.commit()
-        misfits = claims.misfit_entries(self.conn, vid, model, dimension)
+        misfits = vector_cache.misfit_entries(self.conn, vid, model, dimension)
         self.conn.commit()
         if misfits:
             # Never fatal: such an entry is passed over and its text embedded again.
@@ -502,7 +503,7 @@ def embed_claimed(
     give every claimed chunk its vector, in the caller's transaction. The claims are released
     when it ends; if it rolls back (a model error, a kill), nothing was written and the
     chunks are simply in the backlog again. `dimension`: the (one) model's, when the caller
-    knows it; else the index's (`claims.index_dimension`): cached entries of another are
+    knows it; else the index's (`vector_cache.index_dimension`): cached entries of another are
     passed over."""
     known_dimension = dimension
     claimed = claims.claim(conn, limit, models=models, vault_ids=vault_ids)
@@ -524,13 +525,13 @@ def embed_claimed(
 
         # The model's dimension, as the index already holds it (asking the embedder could cost
         # a model call): cached entries of another dimension are passed over.
-        dimension = known_dimension or claims.index_dimension(
+        dimension = known_dimension or vector_cache.index_dimension(
             conn, model_id, sorted({c.vault_id for c in claimed})
         )
         mine = claims.lock_texts(conn, model_id, list(texts))
-        if dimension is None and claims.cached_vectors(conn, model_id, mine):
+        if dimension is None and vector_cache.cached_vectors(conn, model_id, mine):
             dimension = model().dimension  # entries to judge, and no vector to judge them by
-        cached = claims.cached_vectors(conn, model_id, mine, dimension)
+        cached = vector_cache.cached_vectors(conn, model_id, mine, dimension)
         todo = [h for h in mine if h not in cached]
         if todo:
             embedder = model()
@@ -538,11 +539,11 @@ def embed_claimed(
             t0 = time.monotonic()
             vectors = embedder.embed_documents(inputs)
             seconds += time.monotonic() - t0
-            claims.store_vectors(conn, model_id, todo, vectors)
+            vector_cache.store_vectors(conn, model_id, todo, vectors)
             embedded += len(todo)
             dimension = dimension or int(vectors.shape[1])
         reused += len(cached)
-        filled += claims.fill_from_cache(conn, model_id, mine, None, dimension)
+        filled += vector_cache.fill_from_cache(conn, model_id, mine, None, dimension)
     return ClaimStep(len(claimed), embedded, reused, filled, seconds)
 
 

@@ -30,7 +30,7 @@ from ..embed import Embedder
 from ..errors import AuditPathError, ConfirmationRequired, GitError, VaultmemError
 from ..store import db
 from ..store.audit import AllowedFile, QuarantinedFile
-from . import gitdiff, ingest, statedir, writer_lock
+from . import backlog, gitdiff, ingest, statedir, writer_lock
 from .findings import Finding
 from .sensitive import HIGH_CONFIDENCE_RULES
 from .triage import Quarantine, Rules, triage
@@ -264,7 +264,7 @@ def _decide_many(
                     if head:
                         ing.redecide(path, head, result)
         if embed:
-            ing.drain_backlog(result)
+            backlog.drain(ing, result)
         for path in paths:
             decisions.append(
                 Decision(action, path, bound[path], _state(conn, vault.id, path), result)

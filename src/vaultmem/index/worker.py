@@ -2,7 +2,7 @@
 machine that reaches the server.
 
 Design decisions:
-- A worker is the ingester's own drain (`ingest.embed_claimed`) run in a loop over all vaults:
+- A worker is the ingester's own drain (`backlog.embed_claimed`) run in a loop over all vaults:
   it claims a batch (`store.claims`: row locks taken with FOR UPDATE SKIP LOCKED, held by the
   batch's transaction), embeds the texts no one has embedded yet with each vault's model (the
   model id its index records, `embed.embedder_for_model`), writes the vectors to the shared
@@ -32,7 +32,7 @@ from ..config import Settings
 from ..embed import Embedder, embedder_for_model
 from ..errors import ConfigError
 from ..store import claims, db, worker_registry
-from .ingest import embed_claimed
+from .backlog import embed_claimed
 
 # How long an idle worker waits before it looks for work again, and how often the models it
 # can serve are re-read (a vault registered meanwhile may want another one).

@@ -398,7 +398,7 @@ def test_two_machines_and_a_shared_vault_through_the_pooler(
         in a.run("context", "--vault", "team", "who is on call and when do we hand over?").stdout
     )
     # MCP on alice's machine: `get` serves a shared note from the index, as committed.
-    from vaultmem.agent.mcp_server import Refused, VaultTools
+    from vaultmem.agent.mcp_tools import Refused, VaultTools
     from vaultmem.agent.warm import WarmResources
 
     for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "VAULTMEM_DATABASE_URL", "HOME"):

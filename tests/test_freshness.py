@@ -275,13 +275,13 @@ def test_status_shows_a_running_drainers_rate_progress_and_time_left(conn, vault
 def test_status_says_an_ingest_is_running_before_it_reports_progress(conn, vault) -> None:
     """A hook's `ingest --from-hook` holds the writer lock through its text pass before any
     embedding progress exists: status must not say that nothing is running."""
-    from vaultmem.index import statedir
+    from vaultmem.index import statedir, writer_lock
 
     vault.write("a.md", "# A\n\nalpha\n")
     vault.commit()
     vault.register()
     index(vault.root, embed=False)
-    with statedir.writer(statedir.state_files(vault.root), wait=False) as w:
+    with writer_lock.writer(statedir.state_files(vault.root), wait=False) as w:
         assert w is not None  # held, as a running ingest holds it
         r = CliRunner().invoke(cli, ["status"])
         data = json.loads(CliRunner().invoke(cli, ["status", "--json"]).output)

@@ -23,7 +23,8 @@ from support.indexing import index
 from vaultmem import vaults
 from vaultmem.agent import injections
 from vaultmem.agent.claude_mcp import TOOLS
-from vaultmem.agent.mcp_server import MAX_GET_CHARS, note_id, tool_schema_chars
+from vaultmem.agent.mcp_server import tool_schema_chars
+from vaultmem.agent.mcp_tools import MAX_GET_CHARS, note_id
 from vaultmem.config import user_home
 
 AWS_KEY, AWS_SECRET = fake_aws(random.Random(3))

@@ -16,7 +16,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from support.indexing import index
 
 from vaultmem import vaults
-from vaultmem.agent.mcp_server import Refused, VaultTools
+from vaultmem.agent.mcp_tools import Refused, VaultTools
 from vaultmem.agent.warm import WarmResources
 from vaultmem.index import decision
 

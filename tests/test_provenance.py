@@ -201,7 +201,7 @@ def test_agent_may_not_append_to_or_replace_a_user_note(registered) -> None:  # 
 
 
 def test_mcp_search_get_and_recent_carry_provenance(registered, monkeypatch) -> None:  # noqa: ANN001
-    from vaultmem.agent.mcp_server import VaultTools
+    from vaultmem.agent.mcp_tools import VaultTools
     from vaultmem.agent.warm import WarmResources
     from vaultmem.agent.write import Provenance, remember
 

@@ -26,7 +26,7 @@ from support.reliability import wait_for
 from vaultmem import store, vaults
 from vaultmem.config import load_settings
 from vaultmem.embed import get_embedder
-from vaultmem.index import ingest
+from vaultmem.index import backlog, ingest
 from vaultmem.store import db
 
 GUARD = 60  # seconds: only a broken build ever waits this long
@@ -53,7 +53,7 @@ def writer_paused_in_its_transaction(
 
     def run() -> None:
         try:
-            ingest.Ingester(settings, conn, vault).drain_backlog(ingest.IngestResult())
+            backlog.drain(ingest.Ingester(settings, conn, vault), ingest.IngestResult())
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             errors.append(exc)
 

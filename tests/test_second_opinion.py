@@ -31,7 +31,7 @@ from vaultmem.search import (
     signals,
 )
 from vaultmem.search.profiles import DEFAULT_CALIBRATION, FUSION_PROFILES
-from vaultmem.store import claims, db
+from vaultmem.store import agnostic_vectors, db, vector_cache
 
 USE = "use:universal-sentence-encoder-multilingual-3"
 QUESTION = "how do we check that the nightly database backup can actually be restored?"
@@ -353,13 +353,13 @@ def test_a_deleted_notes_second_opinion_vector_goes_with_it(
     verdicts = _filled_and_judged(dev_vault, opinion, opinion)
     gone = next(v.hit for v in verdicts if v.hit.path == "notes/zh-backup.md")
     with db.connect(settings) as conn:
-        assert claims.cached_embeddings(conn, USE, [gone.content_hash])
+        assert vector_cache.cached_embeddings(conn, USE, [gone.content_hash])
     (dev_vault.root / "notes/zh-backup.md").unlink()
     dev_vault.commit("drop the Chinese backup note")
     index(dev_vault.root, embed=True)
     assert CliRunner().invoke(cli, ["gc"]).exit_code == 0
     with db.connect(settings) as conn:
-        assert not claims.cached_embeddings(conn, USE, [gone.content_hash])
+        assert not vector_cache.cached_embeddings(conn, USE, [gone.content_hash])
 
 
 def test_a_fill_embeds_every_chunk_once_and_stops_when_told(
@@ -370,13 +370,13 @@ def test_a_fill_embeds_every_chunk_once_and_stops_when_told(
     with db.connect(settings) as conn:
         vault = db.find_vault(conn, dev_vault.root)
         assert vault is not None
-        missing = claims.missing_agnostic(conn, vault.id, USE)
+        missing = agnostic_vectors.missing_agnostic(conn, vault.id, USE)
         assert len(missing) >= len(DEV_VAULT)  # every chunk, once per content
         assert counting.fill(conn, vault.id, go_on=lambda: False) == 0
-        assert claims.missing_agnostic(conn, vault.id, USE) == missing
+        assert agnostic_vectors.missing_agnostic(conn, vault.id, USE) == missing
         assert counting.fill(conn, vault.id, go_on=lambda: True) >= len(missing)
         assert counting.embedded == len(missing)
-        assert claims.missing_agnostic(conn, vault.id, USE) == []
+        assert agnostic_vectors.missing_agnostic(conn, vault.id, USE) == []
         # the candidate list searches them through an HNSW index of their own
         index = conn.execute(
             "SELECT to_regclass(%s) IS NOT NULL AS e", (db.agnostic_index_name(USE),)
@@ -384,7 +384,7 @@ def test_a_fill_embeds_every_chunk_once_and_stops_when_told(
         assert index is not None and index["e"]
         # what the fill stored on the row is what a search would have computed
         [h, *_] = missing
-        (heading, text) = claims.chunk_inputs(conn, vault.id, [h])[h]
+        (heading, text) = agnostic_vectors.chunk_inputs(conn, vault.id, [h])[h]
         from vaultmem.index.markdown import embedding_input
 
         row = conn.execute(
@@ -394,14 +394,14 @@ def test_a_fill_embeds_every_chunk_once_and_stops_when_told(
         ).fetchone()
         assert row["agnostic_model_id"] == USE
         fresh = opinion.embedder.embed_documents([embedding_input(heading, text)])[0]
-        assert float(claims._array(row["agnostic"]) @ fresh) == pytest.approx(1.0, abs=1e-4)
+        assert float(vector_cache._array(row["agnostic"]) @ fresh) == pytest.approx(1.0, abs=1e-4)
         # a chunk written again (a rename, an unchanged chunk of an edited note) gets its
         # vector back from the shared cache: nothing is embedded twice
         conn.execute("UPDATE memory_primary SET agnostic = NULL WHERE vault_id = %s", (vault.id,))
         conn.commit()
         assert counting.fill(conn, vault.id, go_on=lambda: True) >= len(missing)
         assert counting.embedded == len(missing)
-        assert claims.missing_agnostic(conn, vault.id, USE) == []
+        assert agnostic_vectors.missing_agnostic(conn, vault.id, USE) == []
 
 
 def test_the_ingester_fills_them_after_the_vectors_and_context_weighs_them(
@@ -414,7 +414,7 @@ def test_the_ingester_fills_them_after_the_vectors_and_context_weighs_them(
     with db.connect(settings) as conn:
         v = db.find_vault(conn, vault.root)
         assert v is not None
-        assert claims.missing_agnostic(conn, v.id, USE) == []
+        assert agnostic_vectors.missing_agnostic(conn, v.id, USE) == []
     # a new note's chunks get theirs on the commit's run
     vault.write("notes/zh-restore.md", "# 恢复演练\n\n每个季度把备份恢复到一台空白服务器上。\n")
     vault.commit("restore drill")
@@ -473,7 +473,7 @@ def test_through_the_warm_hook_an_english_question_reaches_the_long_chinese_note
     with db.connect(load_settings(dev_vault.root)) as conn:
         vault = db.find_vault(conn, dev_vault.root)
         assert vault is not None
-        while claims.missing_agnostic(conn, vault.id, USE):
+        while agnostic_vectors.missing_agnostic(conn, vault.id, USE):
             conn.rollback()
             assert time.monotonic() < deadline
             time.sleep(0.2)

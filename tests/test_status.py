@@ -91,20 +91,21 @@ def test_once_every_chunk_has_its_vector_status_says_so_while_the_run_goes_on(
 ) -> None:
     """The drainer goes on after the backlog (the generic requests, the second opinion): the
     progress it left must not say "embedding now: 8 of 40 done" beside "0 awaiting"."""
-    from vaultmem.index import ingest, statedir
+    from vaultmem.embed import Embedder
+    from vaultmem.index import backlog, statedir
 
     for i in range(40):
         vault.write(f"n{i}.md", f"# Note {i}\n\nbody {i}\n")
     vault.commit()
     vault.register()
     seen: list[tuple[object, str]] = []
-    real = ingest.Ingester._prepare_generic
+    real = backlog.prepare_generic
 
-    def after_the_backlog(self: ingest.Ingester) -> None:
+    def after_the_backlog(embedder: Embedder) -> None:
         seen.append((statedir.read_progress(vault.root), _status()))
-        real(self)
+        real(embedder)
 
-    monkeypatch.setattr(ingest.Ingester, "_prepare_generic", after_the_backlog)
+    monkeypatch.setattr(backlog, "prepare_generic", after_the_backlog)
     index(vault.root)
     live, out = seen[-1]
     assert live is None

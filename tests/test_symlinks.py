@@ -23,7 +23,7 @@ from vaultmem.cli import cli
 from vaultmem.config import user_home
 from vaultmem.errors import SymlinkRefused
 from vaultmem.files import atomic_write, read_regular
-from vaultmem.index import statedir
+from vaultmem.index import statedir, writer_lock
 
 CREDENTIAL = '{"auths": {"registry.example": {"auth": "dXNlcjpodW50ZXIy"}}}\n'
 
@@ -147,7 +147,7 @@ def test_the_vault_state_folder_and_its_files_are_never_followed(vault, secret) 
     with pytest.raises(SymlinkRefused):
         files.mark_pending()
     with pytest.raises(SymlinkRefused):
-        with statedir.hold_lock(files.lock, wait=False):
+        with writer_lock.hold_lock(files.lock, wait=False):
             pass
     assert statedir.read_progress(vault.root) is None
     statedir.ProgressFile(files).update(done=1, total=2, rate=None, final=True)

@@ -27,7 +27,7 @@ from support.indexing import snapshot_of
 from support.team_server import TeamServer, make_certificates
 
 from vaultmem.index import markdown
-from vaultmem.store import db, leases
+from vaultmem.store import db, vault_lease
 
 
 def sha256_hex(text: str) -> str:
@@ -398,7 +398,7 @@ def test_two_machines_and_a_shared_vault_through_the_pooler(
         in a.run("context", "--vault", "team", "who is on call and when do we hand over?").stdout
     )
     # MCP on alice's machine: `get` serves a shared note from the index, as committed.
-    from vaultmem.agent.mcp_server import Refused, VaultTools
+    from vaultmem.agent.mcp_tools import Refused, VaultTools
     from vaultmem.agent.warm import WarmResources
 
     for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "VAULTMEM_DATABASE_URL", "HOME"):
@@ -420,7 +420,7 @@ def test_two_machines_and_a_shared_vault_through_the_pooler(
     # row-level security): a member fills those of her own vault, not the shared vault's (its
     # owner's ingester does); another member never reads the vector of her private note.
     from vaultmem.search import load_second_opinion
-    from vaultmem.store import claims
+    from vaultmem.store import agnostic_vectors, vector_cache
 
     opinion = load_second_opinion()
     assert opinion is not None
@@ -428,10 +428,10 @@ def test_two_machines_and_a_shared_vault_through_the_pooler(
         shared = db.find_shared_vault(conn, "team")
         own = db.find_vault(conn, ca)
         assert shared is not None and own is not None
-        assert claims.missing_agnostic(conn, shared.id, opinion.model_id) == []
+        assert agnostic_vectors.missing_agnostic(conn, shared.id, opinion.model_id) == []
         assert opinion.fill(conn, shared.id, go_on=lambda: True) == 0
         assert opinion.fill(conn, own.id, go_on=lambda: True) > 0
-        assert claims.missing_agnostic(conn, own.id, opinion.model_id) == []
+        assert agnostic_vectors.missing_agnostic(conn, own.id, opinion.model_id) == []
         private = conn.execute(
             "SELECT content_hash FROM memory_primary"
             " WHERE path = 'journal/alice.md' AND agnostic IS NOT NULL"
@@ -445,7 +445,9 @@ def test_two_machines_and_a_shared_vault_through_the_pooler(
         ).fetchone()
         assert left["n"] == 0
     with db.connect_url(b.env["VAULTMEM_DATABASE_URL"]) as conn:
-        assert claims.cached_embeddings(conn, opinion.model_id, [private["content_hash"]]) == {}
+        assert (
+            vector_cache.cached_embeddings(conn, opinion.model_id, [private["content_hash"]]) == {}
+        )
         seen = conn.execute(
             "SELECT count(*) AS n FROM memory_primary WHERE content_hash = %s",
             (private["content_hash"],),
@@ -477,16 +479,18 @@ def test_a_crashed_writers_lease_expires_and_leases_fence_writes(
     with admin_conn(team, team_db) as conn, admin_conn(team, team_db) as other:
         db.apply_schema(conn)
         vault = db.register_vault(conn, tmp_path)
-        dead = leases.Holder("crashed:1:x", "crashed", 1)
-        assert leases.acquire(conn, vault.id, dead, 1.0) is not None
-        me = leases.holder()
-        assert leases.acquire(other, vault.id, me, 30) is None  # held
-        state = wait_for(lambda: leases.acquire(other, vault.id, me, 30), "the lease to expire")
+        dead = vault_lease.Holder("crashed:1:x", "crashed", 1)
+        assert vault_lease.try_acquire(conn, vault.id, dead, 1.0) is not None
+        me = vault_lease.holder()
+        assert vault_lease.try_acquire(other, vault.id, me, 30) is None  # held
+        state = wait_for(
+            lambda: vault_lease.try_acquire(other, vault.id, me, 30), "the lease to expire"
+        )
         assert state.holder == me.token
         # The crashed holder wakes up: its next write finds the lease gone, writes nothing.
-        with pytest.raises(leases.LeaseLost):
+        with pytest.raises(vault_lease.LeaseLost):
             with conn.transaction():
-                leases.renew(conn, vault.id, dead, 30)
+                vault_lease.renew(conn, vault.id, dead, 30)
                 conn.execute(
                     "UPDATE index_state SET watermark = 'bad' WHERE vault_id = %s", (vault.id,)
                 )

@@ -153,7 +153,7 @@ import os, signal, sys
 from pathlib import Path
 from typing import Any
 from vaultmem.store import db
-from vaultmem.index.lease import VaultLease
+from vaultmem.store.vault_lease import VaultLease
 conn = db.connect_url(sys.argv[1], purpose="vaultmem-ingest")
 vault = db.find_vault(conn, Path(sys.argv[2]), installation=sys.argv[3])
 lease = VaultLease(conn, vault, float(sys.argv[4]))

@@ -34,6 +34,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
+from . import service_lock
 from .warm_client import (
     MAGIC,
     MAX_MESSAGE_BYTES,
@@ -423,27 +424,18 @@ class Service:
 def serve(environ: Mapping[str, str] | None = None) -> str:
     """Run the service for this environment in the foreground until it is idle for
     VAULTMEM_WARM_IDLE seconds, stopped, or replaced. Returns why it ended."""
-    import fcntl
     import signal
 
     ep = endpoint(environ)
     if ep is None:
         return "the warm service is off (VAULTMEM_WARM_IDLE=0)"
     private_dir(ep.directory)
-    lock_fd = os.open(ep.path(".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
     # A service on its way out (stopped, idle, replaced) holds the lock until it has closed its
     # resources, and a hook that found its socket gone may start this one meanwhile: wait for
     # that, briefly, rather than give up and leave the hooks cold until the next spawn.
-    deadline = time.monotonic() + LOCK_PATIENCE_SECONDS
-    while True:
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                os.close(lock_fd)
-                return "another warm service is running for this environment"
-            time.sleep(0.1)
+    lock_fd = service_lock.take(ep.path(".lock"), LOCK_PATIENCE_SECONDS)
+    if lock_fd is None:
+        return "another warm service is running for this environment"
     service = Service(ep)
     prune_stale(ep)
     print(warm_up(service.resources), file=sys.stderr, flush=True)
@@ -488,7 +480,7 @@ def serve(environ: Mapping[str, str] | None = None) -> str:
         except OSError:
             pass
         service.resources.close()
-        os.close(lock_fd)
+        os.close(lock_fd)  # lets go of the service lock, now that everything is closed
 
 
 STALE_SECONDS = 7 * 86400
@@ -610,7 +602,7 @@ def stop(environ: Mapping[str, str] | None = None, wait: float = 10.0) -> bool:
         return False
     if not ok:
         return False
-    _wait_until_free(ep.path(".lock"), wait)
+    service_lock.wait_until_free(ep.path(".lock"), wait)
     # The spawn mark keeps hooks from starting a service that keeps failing more than once per
     # SPAWN_EVERY_SECONDS; a service stopped on purpose did not fail, so the next hook may
     # start one at once instead of answering cold until the mark is old enough.
@@ -619,26 +611,3 @@ def stop(environ: Mapping[str, str] | None = None, wait: float = 10.0) -> bool:
     except OSError:  # none to clear (a service started by hand, `warm serve`)
         pass
     return True
-
-
-def _wait_until_free(lock_path: str, wait: float) -> bool:
-    """Whether the service lock at `lock_path` came free within `wait` seconds."""
-    import fcntl
-
-    deadline = time.monotonic() + wait
-    try:
-        fd = os.open(lock_path, os.O_WRONLY)
-    except FileNotFoundError:
-        return True
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                return True
-            except OSError:
-                if time.monotonic() > deadline:
-                    return False
-                time.sleep(0.05)
-    finally:
-        os.close(fd)

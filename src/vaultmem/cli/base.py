@@ -182,7 +182,8 @@ def say_if_waiting(root: Path) -> None:
     """Before a command that waits for the vault's writer lock: say so when another process
     holds it, rather than sit on an empty progress line (stderr; the wait itself is short, a
     background drainer steps aside after its current batch)."""
-    from ..index.statedir import lock_is_held, read_progress, state_files
+    from ..index.statedir import read_progress, state_files
+    from ..index.writer_lock import lock_is_held
 
     try:
         files = state_files(root)

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from ..embed import Embedder
-from ..store import claims, db
+from ..store import agnostic_vectors, db, vector_cache
 from .markdown import embedding_input
 
 __all__ = ["FILL_BATCH", "fill"]
@@ -44,15 +44,15 @@ def fill(
     embedding (loading one takes seconds; None: it cannot run here, the rest waits). `go_on()`
     runs before each batch (it may wait) and stops the fill by returning False;
     `progress(done, total)` follows the batches. Returns the chunks given a vector."""
-    claims.retire_agnostic(conn, vault_id, model_id)
-    hashes = claims.missing_agnostic(conn, vault_id, model_id)
+    agnostic_vectors.retire_agnostic(conn, vault_id, model_id)
+    hashes = agnostic_vectors.missing_agnostic(conn, vault_id, model_id)
     conn.commit()
     if not hashes:
         return 0
     db.ensure_agnostic_index(conn, model_id, dimension)
-    done = claims.fill_agnostic(conn, vault_id, model_id, hashes, dimension)
+    done = agnostic_vectors.fill_agnostic(conn, vault_id, model_id, hashes, dimension)
     conn.commit()
-    todo = claims.missing_agnostic(conn, vault_id, model_id)
+    todo = agnostic_vectors.missing_agnostic(conn, vault_id, model_id)
     conn.commit()
     embedder = model() if todo else None
     if embedder is None:
@@ -61,7 +61,7 @@ def fill(
         if not go_on():
             break
         batch = todo[i : i + FILL_BATCH]
-        texts = claims.chunk_inputs(conn, vault_id, batch)
+        texts = agnostic_vectors.chunk_inputs(conn, vault_id, batch)
         new = [h for h in batch if h in texts]  # a chunk gone since the list was read
         if new:
             vectors = embedder.embed_documents([embedding_input(*texts[h]) for h in new])
@@ -82,8 +82,8 @@ def _store(
     """Keep a batch of chunk vectors in the shared cache and on the vault's rows, committed at
     once (a failure loses that batch, nothing else: the next fill retries it)."""
     try:
-        claims.store_vectors(conn, model_id, hashes, vectors)
-        filled = claims.fill_agnostic(conn, vault_id, model_id, hashes, dimension)
+        vector_cache.store_vectors(conn, model_id, hashes, vectors)
+        filled = agnostic_vectors.fill_agnostic(conn, vault_id, model_id, hashes, dimension)
         conn.commit()
         return filled
     except psycopg.Error as exc:

@@ -30,7 +30,7 @@ from ..embed import Embedder
 from ..errors import AuditPathError, ConfirmationRequired, GitError, VaultmemError
 from ..store import db
 from ..store.audit import AllowedFile, QuarantinedFile
-from . import gitdiff, ingest, statedir
+from . import backlog, gitdiff, ingest, statedir, writer_lock
 from .findings import Finding
 from .sensitive import HIGH_CONFIDENCE_RULES
 from .triage import Quarantine, Rules, triage
@@ -228,7 +228,7 @@ def _decide_many(
     files = statedir.state_files(root)
     result = ingest.IngestResult(mode=ingest.RunMode.REVIEW)
     decisions: list[Decision] = []
-    with statedir.writer(files, wait=True, foreground=True) as w:
+    with writer_lock.writer(files, wait=True, foreground=True) as w:
         assert w is not None  # a waiting writer always gets the lock
         conn.commit()  # the passes below manage their own transactions
         ing = ingest.Ingester(settings, conn, vault, embedder=embedder)
@@ -264,7 +264,7 @@ def _decide_many(
                     if head:
                         ing.redecide(path, head, result)
         if embed:
-            ing.drain_backlog(result)
+            backlog.drain(ing, result)
         for path in paths:
             decisions.append(
                 Decision(action, path, bound[path], _state(conn, vault.id, path), result)

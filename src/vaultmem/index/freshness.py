@@ -172,7 +172,8 @@ def start_catch_up(root: Path, config: Path | None = None) -> bool:
     True if it was started. Never raises: a reader must not fail for it."""
     try:
         from ..files import open_regular
-        from .statedir import lock_is_held, state_files
+        from .statedir import state_files
+        from .writer_lock import lock_is_held
 
         files = state_files(root)
         files.mark_pending()

@@ -32,7 +32,8 @@ from pathlib import Path
 
 from ..errors import SymlinkRefused, VaultmemError
 from ..files import atomic_write
-from .statedir import hold_lock, state_files
+from .statedir import state_files
+from .writer_lock import hold_lock
 
 AGENT_NAME = "vaultmem agent"
 AGENT_EMAIL = "agent@vaultmem.invalid"

@@ -1,26 +1,27 @@
 """Keep the index equal to the notes committed at HEAD: catch-up, rebuild, verify, backlog.
 
 Orchestration only: git facts come from `gitdiff`, per-file decisions from `decision.decide`
-(triage plus the user's reviews), SQL from `store`, the lock and state files from `statedir`.
-The design in one paragraph: each run diffs the vault's watermark
+(triage plus the user's reviews), SQL from `store`, the writer lock from `writer_lock`, the
+state files from `statedir`. The design in one paragraph: each run diffs the vault's watermark
 (the last fully applied commit) against HEAD with `git diff-tree`, applies the events in batched
 transactions reading contents from the commit's blobs (never the work tree), and moves the
 watermark only after all of them are committed. If the watermark is gone or no longer an ancestor
 (amend, reset, rebase, gc), the run reconciles by blob SHA against HEAD's tree instead; embeddings
 are cached by content hash, so neither path re-embeds unchanged text. Text becomes searchable
 (full-text) as soon as it is written; vectors are filled afterwards from a persistent backlog
-(chunks whose vector is missing or from another model), claimed batch by batch, so any number
-of workers on any machine (`index.worker`) can drain it too. One writer per vault: a file lock
-on this machine (triggers that find it held leave a "pending" mark that the holder loops on)
-and a lease in the database for every machine (`index.lease`), held while text is written and
-renewed by every write transaction. A shared vault's source follows a ref (a bare remote's
-branch, or a clone's remote-tracking branch) instead of HEAD, and its index only moves forward.
+(chunks whose vector is missing or from another model), claimed batch by batch (`backlog`),
+so any number of workers on any machine (`index.worker`) can drain it too. One writer per
+vault: a file lock on this machine (triggers that find it held leave a "pending" mark that the
+holder loops on) and a lease in the database for every machine (`store.vault_lease`), held
+while text is written and renewed by every write transaction. A shared vault's source follows
+a ref (a bare remote's branch, or a clone's remote-tracking branch) instead of HEAD, and its
+index only moves forward.
 
-One module on purpose (about 670 lines): the `Ingester`'s passes and the entry points that run
-them (`catch_up`, `rebuild`, `apply_changes_file`...) share one discipline, taking the lock,
+One module on purpose: the `Ingester`'s text passes and the entry points that run them
+(`catch_up`, `rebuild`, `apply_changes_file`...) share one discipline, taking the lock,
 looping on the pending mark, merging pass results and recording the run, that reads best in
-one place; the parts that stand alone (the state folder, the per-file decision, the git hook's
-runtime) live in their own modules.
+one place; the parts that stand alone (the embedding drain, the state folder, the writer
+lock, the per-file decision, the git hook's runtime) live in their own modules.
 """
 
 from __future__ import annotations
@@ -41,23 +42,20 @@ import psycopg
 from .. import store
 from ..config import Settings
 from ..dburl import redact_url
-from ..embed import Embedder, generic, get_embedder
+from ..embed import Embedder, get_embedder
 from ..errors import BlobMissing, VaultmemError
-from ..store import claims, db
-from . import gitdiff, markdown
+from ..store import db, vector_cache
+from ..store.vault_lease import VaultLease
+from . import backlog, gitdiff, markdown
 from .decision import decide
-from .lease import VaultLease
 from .paths import display_path, storable
-from .statedir import ProgressFile, Writer, state_files, wait_until_let_in, writer
+from .statedir import ProgressFile, state_files
 from .triage import Ignore, Index, Quarantine, Rules, Skip, SkipCode, triage_path
+from .writer_lock import Writer, wait_until_let_in, writer
 
 log = logging.getLogger(__name__)
 
 BATCH_FILES = 50  # files per transaction: small enough that a crash loses little work
-# Embedding batches: the first is small (the rate is unknown), later ones take about this long,
-# which bounds how long a new commit waits behind the backlog.
-FIRST_BATCH = 8
-BATCH_SECONDS = 1.0
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -150,7 +148,7 @@ class Ingester:
         once: asking the embedder could cost a model call. Cached entries of another are
         passed over."""
         if not self._dimension_read:  # once a run, found or not: never a scan per file
-            self._dimension = claims.index_dimension(
+            self._dimension = vector_cache.index_dimension(
                 self.conn, self.embedder.model_id, [self.vault.id]
             )
             self._dimension_read = True
@@ -342,208 +340,8 @@ class Ingester:
                             )
                 self.progress("index", min(start + BATCH_FILES, total), total)
 
-    def drain_backlog(
-        self,
-        result: IngestResult,
-        *,
-        should_pause: Callable[[], bool] = lambda: False,
-        limit: int | None = None,
-    ) -> bool:
-        """Embed chunks lacking a vector from the current model. True when the backlog is empty.
-
-        Each batch is one claim (`store.claims`: rows no worker holds, newest first), one model
-        call and one transaction: a failure leaves nothing half-written, and the rows stay in
-        the backlog for the next run or any worker. Batches are sized to take about
-        BATCH_SECONDS at the measured rate (never more than VAULTMEM_EMBEDDING_BATCH_SIZE), so a
-        new commit (`should_pause`) waits at most that long for its text pass. Progress (done,
-        total, rate) is written for `vaultmem status`."""
-        vid, model = self.vault.id, self.embedder.model_id
-        with self.writing():
-            known = self.known_dimension()
-            if known is not None:  # a cached vector is used only with the model's dimension
-                result.reused += store.fill_from_cache(self.conn, vid, model, None, known)
-            store.set_model(self.conn, vid, model)
-        total = store.backlog_size(self.conn, vid, model)
-        self.conn.commit()
-        if total == 0:
-            result.backlog = 0
-            self._prepare_generic()
-            self.fill_second_opinion(result, should_pause=should_pause)
-            return True
-        dimension = self.embedder.dimension  # needed for the index anyway
-        if known is None:
-            with self.writing():
-                result.reused += store.fill_from_cache(self.conn, vid, model, None, dimension)
-            total = store.backlog_size(self.conn, vid, model)
-            self.conn.commit()
-        db.ensure_vector_index(self.conn, model, dimension)
-        self.conn.commit()
-        misfits = claims.misfit_entries(self.conn, vid, model, dimension)
-        self.conn.commit()
-        if misfits:
-            # Never fatal: such an entry is passed over and its text embedded again.
-            result.cache_skipped += misfits
-            log.warning(
-                "passed over %d cached vectors that are not %d-dimensional (%s): their texts "
-                "are embedded again; `vaultmem gc --cache` purges them",
-                misfits,
-                self.embedder.dimension,
-                model,
-            )
-        done = 0
-        ceiling = max(1, self.settings.embedding_batch_size)
-        batch = min(ceiling, FIRST_BATCH)
-        rate: float | None = None  # chunks per second, smoothed
-        warm = False
-        tracker = self.tracker
-        while True:
-            if should_pause() or (limit is not None and done >= limit):
-                break
-            with store.write_transaction(self.conn):
-                step = embed_claimed(
-                    self.conn,
-                    self.embedder,
-                    batch,
-                    vault_ids=[vid],
-                    models=[model],
-                    dimension=dimension,
-                )
-            if step.claimed == 0:
-                break  # nothing left, or all of it being embedded by workers right now
-            done += step.filled
-            result.embedded += step.embedded
-            result.reused += step.reused
-            result.embed_seconds += step.seconds
-            if step.embedded:
-                if warm:
-                    # The first call loads the model: its rate says nothing about the next ones.
-                    now = step.embedded / max(step.seconds, 1e-6)
-                    rate = now if rate is None else 0.7 * rate + 0.3 * now
-                    batch = max(1, min(ceiling, int(rate * BATCH_SECONDS)))
-                    result.embed_rate = rate
-                warm = True
-            self.progress("embed", done, total)
-            if tracker is not None:
-                tracker.update(done=done, total=total, rate=rate)
-        if tracker is not None:
-            # This drain is over (the backlog is empty, or a commit's text pass comes first):
-            # say so now, not when the run ends, or the throttled last update ("8 of 40 done")
-            # would stand beside an empty backlog through the steps that follow.
-            tracker.update(done=done, total=total, rate=rate, final=True)
-        self._prepare_generic()
-        result.backlog = store.backlog_size(self.conn, vid, model)
-        self.conn.commit()
-        if result.backlog == 0:
-            self.fill_second_opinion(result, should_pause=should_pause)
-        return result.backlog == 0
-
-    def fill_second_opinion(
-        self, result: IngestResult, *, should_pause: Callable[[], bool] = lambda: False
-    ) -> None:
-        """Once every chunk has its vector: give the chunks their second opinion's vector too
-        (`search.second_opinion`), where the vault's model is calibrated with it. The model
-        (~1.3 s to load) is loaded only when a chunk needs embedding (`agnostic.fill`); a new
-        commit pauses it like the backlog. Best effort: searches judge a chunk without one as a
-        one-shot hook does."""
-        from ..embed import use
-        from . import agnostic
-
-        if not use.wants_second_opinion(self.settings):
-            return
-        result.second_opinion += agnostic.fill(
-            self.conn,
-            self.vault.id,
-            use.UseEmbedder.model_id,
-            use.UseEmbedder.dimension,
-            use.second_opinion_model,
-            go_on=lambda: not should_pause(),
-            progress=lambda done, total: self.progress("second opinion", done, total),
-        )
-
-    def _prepare_generic(self) -> None:
-        """Embed the relevance gate's generic requests if they are not cached for this model
-        yet (`embed.generic`): searches never do, so this run, in the background, does. Once
-        per model and machine; a no-op (a file check) after that. Only for an embedder with a
-        cache of its own (a local model): a remote API is never sent the list."""
-        if self.embedder.cache_dir is None:
-            return
-        try:
-            generic.prepare(self.embedder)
-        except VaultmemError:
-            pass  # the next run tries again; until then the gate works without them
-
 
 # --- entry points ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ClaimStep:
-    """What one claimed batch came to: chunks claimed, texts sent to the model, chunks filled
-    from the cache without a call (a twin embedded earlier), chunks given a vector, model time."""
-
-    claimed: int
-    embedded: int
-    reused: int
-    filled: int
-    seconds: float
-
-
-def embed_claimed(
-    conn: db.Conn,
-    embedder_for: Embedder | Callable[[str], Embedder],
-    limit: int,
-    *,
-    vault_ids: list[int] | None = None,
-    models: list[str] | None = None,
-    dimension: int | None = None,
-) -> ClaimStep:
-    """Claim up to `limit` backlog chunks, embed the texts no one has embedded yet with each
-    vault's model (`embedder_for`: one embedder, or a function from a model id to one), and
-    give every claimed chunk its vector, in the caller's transaction. The claims are released
-    when it ends; if it rolls back (a model error, a kill), nothing was written and the
-    chunks are simply in the backlog again. `dimension`: the (one) model's, when the caller
-    knows it; else the index's (`claims.index_dimension`): cached entries of another are
-    passed over."""
-    known_dimension = dimension
-    claimed = claims.claim(conn, limit, models=models, vault_ids=vault_ids)
-    by_model: dict[str, dict[str, claims.Claimed]] = {}
-    for c in claimed:
-        by_model.setdefault(c.model_id, {}).setdefault(c.content_hash, c)
-    embedded = reused = filled = 0
-    seconds = 0.0
-    for model_id, texts in by_model.items():
-
-        def model(model_id: str = model_id) -> Embedder:
-            embedder = embedder_for if not callable(embedder_for) else embedder_for(model_id)
-            if embedder.model_id != model_id:
-                raise VaultmemError(
-                    f"the embedder for {model_id} makes {embedder.model_id} vectors: refusing "
-                    "to mix them into the index"
-                )
-            return embedder
-
-        # The model's dimension, as the index already holds it (asking the embedder could cost
-        # a model call): cached entries of another dimension are passed over.
-        dimension = known_dimension or claims.index_dimension(
-            conn, model_id, sorted({c.vault_id for c in claimed})
-        )
-        mine = claims.lock_texts(conn, model_id, list(texts))
-        if dimension is None and claims.cached_vectors(conn, model_id, mine):
-            dimension = model().dimension  # entries to judge, and no vector to judge them by
-        cached = claims.cached_vectors(conn, model_id, mine, dimension)
-        todo = [h for h in mine if h not in cached]
-        if todo:
-            embedder = model()
-            inputs = [markdown.embedding_input(texts[h].heading, texts[h].content) for h in todo]
-            t0 = time.monotonic()
-            vectors = embedder.embed_documents(inputs)
-            seconds += time.monotonic() - t0
-            claims.store_vectors(conn, model_id, todo, vectors)
-            embedded += len(todo)
-            dimension = dimension or int(vectors.shape[1])
-        reused += len(cached)
-        filled += claims.fill_from_cache(conn, model_id, mine, None, dimension)
-    return ClaimStep(len(claimed), embedded, reused, filled, seconds)
 
 
 def open_index(
@@ -773,7 +571,7 @@ def _run_passes(
             # Pause embedding whenever a new commit arrives, so its text is searchable at once;
             # a background run also steps aside for a command waiting in the foreground.
             pause = (lambda: w.pending() or w.waited_for()) if background else w.pending
-            if ing.drain_backlog(total, should_pause=pause):
+            if backlog.drain(ing, total, should_pause=pause):
                 break
             if background and w.waited_for():
                 break
@@ -881,7 +679,7 @@ def apply_changes_file(
             with ing.lease.held_for():
                 ing.apply_changes(changes, head, result)
             if embed:
-                ing.drain_backlog(result)
+                backlog.drain(ing, result)
         finally:
             _record(ing, result, started)
             conn.close()

@@ -27,8 +27,9 @@ from .decision import decide
 from .ingest import open_index
 from .markdown import chunker_signature
 from .paths import display_path, storable
-from .statedir import lock_is_held, read_progress, state_files
+from .statedir import read_progress, state_files
 from .triage import MAX_PATH_BYTES, Ignore, Index, Quarantine, Rules, Skip, triage_path
+from .writer_lock import lock_is_held
 
 
 @dataclass
@@ -306,7 +307,7 @@ class StatusReport:
     server: dict[str, Any]  # db.server_info: role, versions, TLS
     schema_version: int
     vaults: list[VaultStatus]
-    workers: list[Any]  # store.claims.WorkerRow
+    workers: list[Any]  # store.worker_registry.WorkerRow
     backlog_by_model: dict[str, int]
     # Each worker's state (`WorkerRow.state`, judged on this host): a SIGKILLed worker of this
     # machine never marked its row, however fresh, and is "gone"
@@ -331,7 +332,7 @@ class StatusReport:
 def status_report(settings: Settings) -> StatusReport:
     """The one place the figures of `vaultmem status` are gathered, so the command and the web
     overview never disagree."""
-    from ..store import claims
+    from ..store import claims, worker_registry
 
     with db.connect(settings) as conn:
         db.check_role(conn)
@@ -340,7 +341,7 @@ def status_report(settings: Settings) -> StatusReport:
         if version > db.SCHEMA_VERSION:
             raise SchemaError(db.newer_schema(version))
         rows = [vault_status(conn, v) for v in db.vault_stats(conn)] if version else []
-        workers = claims.workers(conn) if version >= 8 else []
+        workers = worker_registry.workers(conn) if version >= 8 else []
         backlog = claims.backlog_counts(conn) if version >= 8 else {}
         conn.commit()
     return StatusReport(
@@ -350,5 +351,5 @@ def status_report(settings: Settings) -> StatusReport:
         rows,
         list(workers),
         backlog,
-        [w.state(socket.gethostname(), claims.pid_alive) for w in workers],
+        [w.state(socket.gethostname(), worker_registry.pid_alive) for w in workers],
     )

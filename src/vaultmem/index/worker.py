@@ -2,17 +2,19 @@
 machine that reaches the server.
 
 Design decisions:
-- A worker is the ingester's own drain (`ingest.embed_claimed`) run in a loop over all vaults:
+- A worker is the ingester's own drain (`backlog.embed_claimed`) run in a loop over all vaults:
   it claims a batch (`store.claims`: row locks taken with FOR UPDATE SKIP LOCKED, held by the
   batch's transaction), embeds the texts no one has embedded yet with each vault's model (the
   model id its index records, `embed.embedder_for_model`), writes the vectors to the shared
   cache and the chunks, and commits, which releases the claims. A worker killed mid-batch
   leaves nothing behind: its transaction rolls back when its connection goes, and its chunks
-  are in the backlog again for the others.
+  are in the backlog again for the others. Vectors go through the shared cache
+  (`store.vector_cache`).
 - Any number of workers, on any machine: nothing coordinates them but the claims, so adding a
   faster machine (a GPU box, a CI runner) is starting one more process.
-- Each worker has a row in `embedding_workers` with its totals (what `vaultmem status` shows:
-  who is draining, how fast); it is the only state a worker keeps.
+- Each worker has a row in `embedding_workers` (`store.worker_registry`) with its totals
+  (what `vaultmem status` shows: who is draining, how fast); it is the only state a worker
+  keeps.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from .. import store
 from ..config import Settings
 from ..embed import Embedder, embedder_for_model
 from ..errors import ConfigError
-from ..store import claims, db
-from .ingest import embed_claimed
+from ..store import claims, db, worker_registry
+from .backlog import embed_claimed
 
 # How long an idle worker waits before it looks for work again, and how often the models it
 # can serve are re-read (a vault registered meanwhile may want another one).
@@ -127,7 +129,9 @@ class Worker:
         started = time.monotonic()
         first = self.models()
         with self.conn.transaction():
-            claims.register_worker(self.conn, r.worker_id, socket.gethostname(), os.getpid(), first)
+            worker_registry.register_worker(
+                self.conn, r.worker_id, socket.gethostname(), os.getpid(), first
+            )
         try:
             while not should_stop():
                 models = self.models()
@@ -148,7 +152,7 @@ class Worker:
                             r.reused += step.reused
                             r.filled += step.filled
                             r.seconds += step.seconds
-                            claims.touch_worker(
+                            worker_registry.touch_worker(
                                 self.conn,
                                 r.worker_id,
                                 embedded=r.embedded,
@@ -176,7 +180,7 @@ class Worker:
             try:
                 self.conn.rollback()
                 with self.conn.transaction():
-                    claims.stop_worker(self.conn, r.worker_id)
+                    worker_registry.stop_worker(self.conn, r.worker_id)
             except Exception:  # noqa: BLE001 - the row is only for `status`; the server may be gone
                 pass
         return r

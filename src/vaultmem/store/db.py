@@ -7,7 +7,7 @@ order under an advisory lock so concurrent `init`s cannot race.
 Design decision: applying the schema must be safe while other vaults of the same database
 ingest. A database already at this version, with this very schema.sql (its fingerprint is
 recorded on the `vaultmem_schema` table), is left alone: no DDL, no lock. Only an upgrade runs
-DDL, and it first waits for the writers in flight (`locks.hold_schema_for_upgrade`; every
+DDL, and it first waits for the writers in flight (`schema_lock.hold_schema_for_upgrade`; every
 write takes the same key shared), then takes each table lock with a short `lock_timeout`, so
 a reader holding a table makes it retry rather than deadlock.
 """
@@ -27,7 +27,7 @@ from psycopg.rows import DictRow, dict_row
 from ..config import Settings
 from ..dburl import redact_url
 from ..errors import ConfigError, DatabaseUnavailable, SchemaError
-from . import locks, migrations, server
+from . import migrations, schema_lock, server
 from .migrations import schema_sql
 
 SCHEMA_VERSION = migrations.CURRENT_VERSION
@@ -364,8 +364,9 @@ def apply_schema(conn: Conn) -> list[int]:
 def _upgrade(conn: Conn) -> list[int]:
     try:
         with conn.transaction():
-            # Writers first: every index write holds this key shared (locks.write_transaction).
-            locks.hold_schema_for_upgrade(conn)
+            # Writers first: every index write holds this key shared
+            # (schema_lock.write_transaction).
+            schema_lock.hold_schema_for_upgrade(conn)
             current = schema_version(conn)
             if current > SCHEMA_VERSION:
                 raise SchemaError(newer_schema(current))
@@ -452,7 +453,7 @@ def register_vault(conn: Conn, root: Path, *, installation: str | None = None) -
     this path is claimed instead, so an upgrade keeps its index."""
     root = root.resolve()
     inst = _installation(installation)
-    with locks.write_transaction(conn):
+    with schema_lock.write_transaction(conn):
         conn.execute(
             f"""
             UPDATE vaults SET installation = %(i)s
@@ -498,7 +499,7 @@ def register_shared_vault(conn: Conn, name: str, root: Path) -> Vault:
 
     root = root.resolve()
     try:
-        with locks.write_transaction(conn):
+        with schema_lock.write_transaction(conn):
             row = conn.execute(
                 f"""
                 INSERT INTO vaults (root, name, shared) VALUES (%(r)s, %(n)s, true)
@@ -546,7 +547,7 @@ def find_shared_vault(conn: Conn, name: str) -> Vault | None:
 def delete_vault(conn: Conn, root: Path, *, installation: str | None = None) -> None:
     """Delete this installation's vault at `root` and, by cascade, every row of its index (in
     the caller's transaction, after any schema upgrade in progress, like every write)."""
-    locks.hold_schema_for_writing(conn)
+    schema_lock.hold_schema_for_writing(conn)
     conn.execute(
         "DELETE FROM vaults WHERE NOT shared AND root = %s"
         " AND (installation = %s OR installation IS NULL)",
@@ -561,7 +562,7 @@ def delete_unregistered_vault(
     made without registering it) when this role may write it, in the caller's transaction:
     the number of notes it held, None when the role has no such index. Another role's index is
     never touched, whatever row-level security lets this role see (a superuser sees all)."""
-    locks.hold_schema_for_writing(conn)
+    schema_lock.hold_schema_for_writing(conn)
     rows = conn.execute(
         """
         SELECT v.id, (SELECT count(*) FROM memory_notes n WHERE n.vault_id = v.id) AS notes
@@ -580,7 +581,7 @@ def delete_unregistered_vault(
 
 def delete_shared_vault(conn: Conn, name: str) -> bool:
     """Delete the shared vault `name` (its owner only) and every row of its index."""
-    locks.hold_schema_for_writing(conn)
+    schema_lock.hold_schema_for_writing(conn)
     return conn.execute("DELETE FROM vaults WHERE shared AND name = %s", (name,)).rowcount > 0
 
 
@@ -651,7 +652,7 @@ def _ensure_index(conn: Conn, function: str, name: str, model_id: str, dimension
     found = conn.execute("SELECT to_regclass(%s) IS NOT NULL AS e", (name,)).fetchone()
     if found and found["e"]:
         return  # CREATE INDEX IF NOT EXISTS would still lock memory_primary against writers
-    locks.hold_schema_for_writing(conn)  # DDL: after an upgrade in progress, like any write
+    schema_lock.hold_schema_for_writing(conn)  # DDL: after an upgrade in progress, like any write
     # Through the schema's owner (SECURITY DEFINER): a member may be the first to use a model.
     conn.execute(
         sql.SQL("SELECT {}(%s, %s, %s)").format(sql.Identifier(function)),

@@ -472,7 +472,7 @@ def fill_from_cache(
     dimension: int | None = None,
 ) -> int:
     """Give chunks whose content is already embedded (by this model, in an entry the vault
-    trusts, of `dimension` when given: `claims`) their vector. No model call."""
+    trusts, of `dimension` when given: `vector_cache`) their vector. No model call."""
     params: dict[str, Any] = {"v": vault_id, "m": model_id}
     where = ""
     if paths is not None:
@@ -521,7 +521,7 @@ def store_embeddings(
     vectors: np.ndarray,
 ) -> int:
     """Cache vectors by content and hand them to every chunk of the vault with that content."""
-    from .claims import store_vectors
+    from .vector_cache import store_vectors
 
     store_vectors(conn, model_id, hashes, vectors)
     cur2 = conn.execute(

@@ -1,17 +1,22 @@
-"""PostgreSQL advisory locks: every key vaultmem takes is named here, with what it guards.
+"""The schema lock: a PostgreSQL advisory lock that keeps a schema upgrade and index writes
+apart.
 
-Design decisions:
-- Transaction-scoped only (`pg_advisory_xact_lock*`): released by COMMIT or ROLLBACK, so they
-  work through PgBouncer in transaction mode (a session-level lock would stay with whichever
-  server connection the pooler handed out) and a crashed client never leaves one behind.
-- One order for every writer: the advisory lock first, table locks after. A schema upgrade
-  takes SCHEMA_KEY exclusively before any DDL; every index write transaction takes it shared
-  before touching a table (`write_transaction`). So an upgrade waits for the writers in
-  flight, writers that start meanwhile wait for the upgrade, and neither can hold a table
-  the other waits for: no DeadlockDetected between one vault's `init` and another's ingest.
-  An up-to-date schema takes no lock at all (`db.apply_schema` checks first).
-- Coordination: the team-mode writer lease (issue 29) adds its keys here, below, so no two
-  features pick the same number; keys are 64-bit, ours spell ASCII tags ("vaul").
+What it guards: the tables' shape while anyone writes them. A schema upgrade takes SCHEMA_KEY
+exclusively before any DDL; every index write transaction takes it shared before touching a
+table (`write_transaction`). So an upgrade waits for the writers in flight, writers that start
+meanwhile wait for the upgrade, and neither can hold a table the other waits for: no
+DeadlockDetected between one vault's `init` and another's ingest. An up-to-date schema takes no
+lock at all (`db.apply_schema` checks first).
+
+Why an advisory lock, transaction-scoped only (`pg_advisory_xact_lock*`): it is released by
+COMMIT or ROLLBACK, so it works through PgBouncer in transaction mode (a session-level lock
+would stay with whichever server connection the pooler handed out) and a crashed client never
+leaves one behind. One order for every writer: this lock first, table locks after.
+
+vaultmem's other advisory locks: `claims.lock_texts` (one model call per text and model, keys
+in the two-key form under the namespace "vmeb"; PostgreSQL keeps the one-key and two-key forms
+apart, so they cannot meet this one). One writer per vault is no advisory lock but a lease row
+(`vault_lease`): a session-level lock would not survive a pooler.
 """
 
 from __future__ import annotations

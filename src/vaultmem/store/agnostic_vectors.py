@@ -1,0 +1,96 @@
+"""The second opinion's vectors on the chunk rows (`memory_primary.agnostic`): which are
+missing, and filling them from the shared vector cache (`vector_cache`).
+
+Design decision: a row's second-opinion vector is always of the vault's second-opinion model or
+NULL, so the missing ones are the NULL rows a partial index finds without reading the vault.
+Only a role that may write a vault fills it (another's shared vault is filled by its owner's
+ingester). Every function runs in the caller's transaction, as `tables` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .db import Conn
+from .vector_cache import fits_dimension
+
+__all__ = ["chunk_inputs", "fill_agnostic", "missing_agnostic", "retire_agnostic"]
+
+
+def retire_agnostic(conn: Conn, vault_id: int, model_id: str) -> None:
+    """Make `model_id` the vault's second-opinion model: a row's second-opinion vector is
+    always of it or NULL, so the missing ones are the NULL rows (a partial index finds them
+    without reading the vault). A new model clears the old one's vectors, once; a role that
+    may not write the vault changes nothing."""
+    changed = conn.execute(
+        "UPDATE index_state SET agnostic_model_id = %s"
+        " WHERE vault_id = %s AND agnostic_model_id IS DISTINCT FROM %s RETURNING vault_id",
+        (model_id, vault_id, model_id),
+    ).fetchone()
+    if changed:
+        conn.execute(
+            "UPDATE memory_primary SET agnostic = NULL, agnostic_model_id = NULL"
+            " WHERE vault_id = %s AND agnostic IS NOT NULL"
+            " AND agnostic_model_id IS DISTINCT FROM %s",
+            (vault_id, model_id),
+        )
+
+
+def missing_agnostic(conn: Conn, vault_id: int, model_id: str) -> list[str]:
+    """The content hashes of the vault's chunks that have no second-opinion vector from
+    `model_id` on their row yet (each once, in path order), if this role may write the vault
+    (another's shared vault is filled by its owner's ingester)."""
+    rows = conn.execute(
+        """
+        SELECT content_hash FROM (
+            SELECT DISTINCT ON (p.content_hash) p.content_hash, p.path, p.chunk_index
+              FROM memory_primary p
+             WHERE p.vault_id = %(v)s
+               AND p.agnostic IS NULL
+               AND EXISTS (SELECT 1 FROM vaults v
+                            WHERE v.id = %(v)s AND vaultmem_may_write(v.owner))
+             ORDER BY p.content_hash, p.path, p.chunk_index
+        ) m ORDER BY path, chunk_index
+        """,
+        {"v": vault_id, "m": model_id},
+    ).fetchall()
+    return [r["content_hash"] for r in rows]
+
+
+def fill_agnostic(
+    conn: Conn, vault_id: int, model_id: str, hashes: Sequence[str], dimension: int | None = None
+) -> int:
+    """Give the vault's chunks with one of `hashes` their second-opinion vector from the shared
+    cache (where it holds one the vault trusts, of `dimension` when given); rows another
+    transaction holds (an embedding claim, an ingest) are left for the next fill. Returns the
+    chunks filled."""
+    if not hashes:
+        return 0
+    cur = conn.execute(
+        """
+        UPDATE memory_primary p
+           SET agnostic = c.embedding, agnostic_model_id = c.model_id
+          FROM embedding_cache c, vaults v,
+               (SELECT vault_id, path, chunk_index FROM memory_primary
+                 WHERE vault_id = %(v)s AND content_hash = ANY(%(h)s)
+                   AND agnostic IS NULL
+                 FOR UPDATE SKIP LOCKED) q
+         WHERE p.vault_id = q.vault_id AND p.path = q.path AND p.chunk_index = q.chunk_index
+           AND v.id = p.vault_id AND vaultmem_trusts(c.written_by, v.owner)
+           AND c.model_id = %(m)s AND c.content_hash = p.content_hash"""
+        + fits_dimension(dimension),
+        {"v": vault_id, "m": model_id, "h": list(hashes)},
+    )
+    return cur.rowcount
+
+
+def chunk_inputs(conn: Conn, vault_id: int, hashes: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Heading and text of one chunk of the vault per content hash (those it still holds)."""
+    if not hashes:
+        return {}
+    rows = conn.execute(
+        "SELECT DISTINCT ON (content_hash) content_hash, heading, content FROM memory_primary"
+        " WHERE vault_id = %s AND content_hash = ANY(%s) ORDER BY content_hash",
+        (vault_id, list(hashes)),
+    ).fetchall()
+    return {r["content_hash"]: (r["heading"], r["content"]) for r in rows}

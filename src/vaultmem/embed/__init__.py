@@ -1,10 +1,10 @@
 """Turn text into L2-normalised vectors: the embed room's front door.
 
 Other rooms import `Embedder`, `get_embedder` and `prefetching` from here; which provider runs
-is a setting (`config.Provider`), looked up in the registry (providers.py). Design decision:
-every embedder returns float32 numpy arrays (`embed_documents` -> shape (n, dimension),
-`embed_query` -> shape (dimension,)), already L2-normalised, so a dot product is the cosine
-similarity and pgvector can take the rows as they are.
+is a setting (VAULTMEM_EMBEDDING_PROVIDER, a name), looked up in the registry (providers.py).
+Design decision: every embedder returns float32 numpy arrays (`embed_documents` -> shape
+(n, dimension), `embed_query` -> shape (dimension,)), already L2-normalised, so a dot product is
+the cosine similarity and pgvector can take the rows as they are.
 
 The room, one module per provider:
 - base.py: the `Embedder` protocol (optional capabilities included), `BaseEmbedder` with their
@@ -85,7 +85,7 @@ def get_embedder(settings: Settings, *, expected_dimension: int | None = None) -
     """
     provider = settings.embedding_provider
     spec = PROVIDERS.get(provider)
-    if spec is None:  # only a Settings built by hand gets here: load_settings parses the provider
+    if spec is None:  # the settings take any name: the registry is what knows them
         raise ConfigError(
             f"VAULTMEM_EMBEDDING_PROVIDER={provider!r} is not a provider vaultmem knows: "
             f"use {known_providers()}"

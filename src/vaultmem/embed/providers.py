@@ -8,9 +8,9 @@ a size known before the first call, and how the model part of an index's model i
 `search/profiles.py` (`FUSION_PROFILES`), keyed by the same name (a provider without one takes
 the plain default).
 
-The names the settings accept are `config.Provider`'s (the kernel parses
-VAULTMEM_EMBEDDING_PROVIDER without importing this room); tests check the two name the same
-providers.
+Adding a provider is its module and one entry in PROVIDERS: the settings take any provider name
+(the kernel parses VAULTMEM_EMBEDDING_PROVIDER without importing this room) and get_embedder
+refuses one this table does not hold, naming those it does. tests/test_providers.py adds one.
 """
 
 from __future__ import annotations

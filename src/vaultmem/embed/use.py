@@ -63,7 +63,7 @@ class UseEmbedder(BaseEmbedder):
 def wants_second_opinion(settings: Settings) -> bool:
     """Whether a vault under `settings` gets the second opinion: it is on
     (VAULTMEM_SECOND_OPINION) and the vault's provider is calibrated with it."""
-    return settings.second_opinion and str(settings.embedding_provider) in SECOND_OPINION_FOR
+    return settings.second_opinion and settings.embedding_provider in SECOND_OPINION_FOR
 
 
 _shared_lock = threading.Lock()

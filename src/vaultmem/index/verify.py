@@ -18,8 +18,7 @@ from typing import Any
 
 from .. import store, vaults
 from ..config import Settings
-from ..embed import get_embedder
-from ..embed.use import wants_second_opinion
+from ..embed import get_embedder, second_opinion
 from ..errors import SchemaError
 from ..store import IndexedAs, db
 from . import gitdiff
@@ -241,7 +240,7 @@ class VaultStatus:
     # whether or not it has started embedding yet.
     ingest_running: bool = False
     # Chunks without the second opinion's vector, and whether this vault's searches ask it
-    # (`embed.use.wants_second_opinion`; a chunk without one is judged without the opinion)
+    # (`embed.second_opinion.wanted`; a chunk without one is judged without the opinion)
     second_opinion_missing: int = 0
     second_opinion: bool = False
 
@@ -287,7 +286,7 @@ def vault_status(conn: db.Conn, stats: dict[str, Any]) -> VaultStatus:
         out.embedding_progress = read_progress(root)
         out.ingest_running = lock_is_held(state_files(root).lock)
         out.configured_model_id = get_embedder(settings).model_id
-        out.second_opinion = wants_second_opinion(settings)
+        out.second_opinion = second_opinion.wanted(settings)
         out.rechunk_due = store.state(conn, out.id).rechunk_due(
             chunker_signature(settings.max_chunk_chars)
         )

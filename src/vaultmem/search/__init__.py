@@ -51,7 +51,7 @@ if TYPE_CHECKING:
         search,
         with_second_opinion,
     )
-    from .second_opinion import SecondOpinion, load_second_opinion
+    from .second_opinion import SecondOpinion
 
 __all__ = [
     "FUSION_PROFILES",
@@ -80,7 +80,6 @@ __all__ = [
     "has_vectors",
     "is_content_free",
     "judge",
-    "load_second_opinion",
     "outcome_of",
     "prepare_generic",
     "query_stats",
@@ -127,7 +126,6 @@ _HOME = {
     "search": "retrieval",
     "with_second_opinion": "retrieval",
     "SecondOpinion": "second_opinion",
-    "load_second_opinion": "second_opinion",
 }
 
 

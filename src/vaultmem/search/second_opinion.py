@@ -49,11 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "SecondOpinion",
-    "load_second_opinion",
-    "shared_second_opinion",
-]
+__all__ = ["SecondOpinion"]
 
 
 class SecondOpinion:
@@ -65,6 +61,33 @@ class SecondOpinion:
         self.missing = threading.Event()
         # A prompt embedded ahead (`answered`): its text and vector.
         self._ahead: tuple[str, Any] | None = None
+
+    @classmethod
+    def load(cls) -> SecondOpinion | None:
+        """A second opinion with a model of its own (`embed.second_opinion.new_model`, ~1.3 s),
+        for a process that keeps it (the warm service); None where it cannot run here. It is no
+        second opinion for a vault whose own model it is: callers ask
+        `embed.second_opinion.wanted` first."""
+        from ..embed import generic
+        from ..embed.second_opinion import new_model
+
+        model = new_model()
+        if model is None:
+            return None
+        generic.vectors(model)  # the generic requests, embedded once, before the first prompt
+        return cls(model)
+
+    @classmethod
+    def shared(cls) -> SecondOpinion | None:
+        """This process's second opinion, on the model every caller in it shares
+        (`embed.second_opinion.shared_model`): `vaultmem context` and `query`."""
+        from ..embed.second_opinion import shared_model
+
+        with _shared_lock:
+            if not _shared:
+                model = shared_model()
+                _shared.append(cls(model) if model is not None else None)
+            return _shared[0]
 
     @property
     def model_id(self) -> str:
@@ -133,32 +156,5 @@ class SecondOpinion:
         )
 
 
-def load_second_opinion() -> SecondOpinion | None:
-    """A second opinion with a model of its own, loaded (~1.3 s); None where it cannot run
-    here (the package is missing). It is no second opinion for a vault whose own model it is:
-    callers leave it out there (`embed.use.wants_second_opinion`)."""
-    from ..embed.use import load_second_opinion_model
-
-    model = load_second_opinion_model()
-    if model is None:
-        return None
-    from ..embed import generic
-
-    generic.vectors(model)  # the generic requests, embedded once, before the first prompt
-    return SecondOpinion(model)
-
-
 _shared_lock = threading.Lock()
 _shared: list[SecondOpinion | None] = []
-
-
-def shared_second_opinion() -> SecondOpinion | None:
-    """This process's second opinion (`embed.use.second_opinion_model`, loaded on first use),
-    the same for every caller (`vaultmem context` and `query`)."""
-    from ..embed.use import second_opinion_model
-
-    with _shared_lock:
-        if not _shared:
-            model = second_opinion_model()
-            _shared.append(SecondOpinion(model) if model is not None else None)
-        return _shared[0]

@@ -49,6 +49,7 @@ from typing import Any
 
 import _calibrate
 import _devset
+import _line_opinion
 import _meetings
 import _second
 import relevance
@@ -299,10 +300,19 @@ def cached_fits(field: str, rows_by: dict[str, list[Any]], make: Any) -> dict[st
 
     from vaultmem.search import relevance as gate_module
 
-    # The gate's signals are part of what a fit depends on: a change to them is a new fit.
+    # The gate's signals (their code and their values) are part of what a fit depends on: a
+    # change to them is a new fit.
     sig = hashlib.sha256(
         repr(
-            sorted((n, len(rs), sum(len(r.hits) for r in rs)) for n, rs in rows_by.items())
+            sorted(
+                (
+                    n,
+                    len(rs),
+                    sum(len(r.hits) for r in rs),
+                    round(sum(float(r.signals.sum()) for r in rs), 4),
+                )
+                for n, rs in rows_by.items()
+            )
         ).encode()
         + inspect.getsource(gate_module).encode()
         + inspect.getsource(_calibrate).encode()
@@ -380,6 +390,11 @@ def main() -> int:
     ap.add_argument("--live", type=int, default=0, metavar="N", help="check every N-th prompt live")
     ap.add_argument("--no-warm", action="store_true", help="the cold path only")
     ap.add_argument(
+        "--by-line",
+        choices=_line_opinion.MODES,
+        help="a design probe: the second opinion's cosine read by line (bench/_line_opinion.py)",
+    )
+    ap.add_argument(
         "--write",
         action="store_true",
         help="record the passage bands chosen on all six in bench/fits/ (search/profiles.py "
@@ -389,13 +404,13 @@ def main() -> int:
     args = ap.parse_args()
     bench_env("vaultmem-delivery-", args.provider)
     from vaultmem.embed import get_embedder
-    from vaultmem.search import fusion_for, load_second_opinion, prepare_generic
+    from vaultmem.search import SecondOpinion, fusion_for, prepare_generic
 
     corpora = [*_devset.collection(), _meetings.meetings()]
     wanted = [c.name for c in corpora if not args.corpora or c.name in args.corpora.split(",")]
     cold: dict[str, list[Any]] = {}
     warm: dict[float, dict[str, list[Any]]] = defaultdict(dict)
-    embedder = base = opinion = None
+    embedder = base = opinion = lines = None
     for corpus in corpora:
         t0 = time.perf_counter()
         root, settings = bench_vault(f"dev-{corpus.name}", corpus.files)
@@ -407,8 +422,13 @@ def main() -> int:
             corpus.name, _devset.load_or_dump(corpus, embedder, settings, root)
         )
         if not args.no_warm:
-            opinion = opinion or load_second_opinion()
+            opinion = opinion or SecondOpinion.load()
             dumped = _devset.load_or_dump_warm(corpus, embedder, settings, root, opinion, base)
+            if args.by_line:
+                lines = lines or _line_opinion.LineVectors(opinion)
+                dumped = {
+                    w: _line_opinion.by_line(s, lines, args.by_line) for w, s in dumped.items()
+                }
             for w, rows in _second.with_generic(dumped, opinion).items():
                 warm[w][corpus.name] = _calibrate.rows_of(corpus.name, _second.judged(rows))
         embedder.save()

@@ -390,11 +390,6 @@ def main() -> int:
     ap.add_argument("--live", type=int, default=0, metavar="N", help="check every N-th prompt live")
     ap.add_argument("--no-warm", action="store_true", help="the cold path only")
     ap.add_argument(
-        "--by-line",
-        choices=_line_opinion.MODES,
-        help="a design probe: the second opinion's cosine read by line (bench/_line_opinion.py)",
-    )
-    ap.add_argument(
         "--write",
         action="store_true",
         help="record the passage bands chosen on all six in bench/fits/ (search/profiles.py "
@@ -424,7 +419,7 @@ def main() -> int:
         if not args.no_warm:
             opinion = opinion or SecondOpinion.load()
             dumped = _devset.load_or_dump_warm(corpus, embedder, settings, root, opinion, base)
-            if args.by_line:
+            if args.by_line != "off":
                 lines = lines or _line_opinion.LineVectors(opinion)
                 dumped = {
                     w: _line_opinion.by_line(s, lines, args.by_line) for w, s in dumped.items()

@@ -214,6 +214,7 @@ def main() -> int:
         second=not args.no_second,
         check=False,
         agnostic_candidates=args.agnostic_candidates,
+        by_line=args.by_line,
     )
     base = loaded.base
     report("Cold (the one-shot hook: e5 only)", loaded.rows_by, base, "calibration")

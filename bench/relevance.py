@@ -46,6 +46,7 @@ from typing import Any
 
 import _calibrate
 import _devset
+import _line_opinion
 import _second
 import numpy as np
 from _corpora import bench_dir, bench_vault
@@ -55,6 +56,8 @@ from _setup import bench_env
 from vaultmem.embed import BaseEmbedder
 
 CHECK_EVERY = 25
+# How the warm path reads the second opinion's cosine (`_line_opinion`): as the product does.
+BY_LINE = "off"
 
 
 class CachedEmbedder(BaseEmbedder):
@@ -375,10 +378,13 @@ def load_collection(
     second: bool = True,
     check: bool = True,
     agnostic_candidates: int | None = None,
+    by_line: str = BY_LINE,
 ) -> Collection:
     """Every dev corpus's prompts searched through the real pipeline (cached dumps), as rows for
     the gate; with `check`, every CHECK_EVERY-th prompt also live (see `check_live`).
-    `agnostic_candidates`: the second opinion's list that long instead of the profile's."""
+    `agnostic_candidates`: the second opinion's list that long instead of the profile's;
+    `by_line`: how the second opinion's cosine is read (`_line_opinion.MODES`, or "off": the
+    chunk's alone)."""
     bench_env("vaultmem-relevance-", provider)
     from vaultmem.embed import get_embedder
     from vaultmem.search import fusion_for, prepare_generic
@@ -389,7 +395,7 @@ def load_collection(
     second_by: dict[float, dict[str, list[_calibrate.Row]]] = {}
     embedder = None
     base = None
-    opinion = None
+    opinion = lines = None
     checked = differ = 0
     checked2 = differ2 = 0
     for corpus in corpora:
@@ -416,6 +422,9 @@ def load_collection(
             opinion = opinion or SecondOpinion.load()
             warm = _devset.load_or_dump_warm(corpus, embedder, settings, root, opinion, base)
             warm = _second.with_generic(warm, opinion)
+            if by_line != "off":
+                lines = lines or _line_opinion.LineVectors(opinion)
+                warm = {w: _line_opinion.by_line(s, lines, by_line) for w, s in warm.items()}
             for w, rows in warm.items():
                 second_by.setdefault(w, {})[corpus.name] = _calibrate.rows_of(
                     corpus.name, _second.judged(rows)
@@ -463,6 +472,14 @@ def add_collection_options(ap: argparse.ArgumentParser) -> None:
         metavar="N",
         help="the second opinion's list N long instead of the profile's (a dump of its own)",
     )
+    ap.add_argument(
+        "--by-line",
+        choices=("off", *_line_opinion.MODES),
+        default=BY_LINE,
+        help="how the warm path reads the second opinion's cosine (bench/_line_opinion.py): "
+        f"by its lines (max), the larger of that and the chunk's (chunkmax), or the chunk's "
+        f"alone (off); default {BY_LINE}, as the product does",
+    )
 
 
 def main() -> int:
@@ -497,6 +514,7 @@ def main() -> int:
         lexical=args.lexical,
         second=not args.no_second,
         agnostic_candidates=args.agnostic_candidates,
+        by_line=args.by_line,
     )
     base, rows_by, lexical_by, second_by = (
         loaded.base,

@@ -429,7 +429,8 @@ def load_collection(
                 second_by.setdefault(w, {})[corpus.name] = _calibrate.rows_of(
                     corpus.name, _second.judged(rows)
                 )
-            if check:
+            # Live searches read the second opinion as the product does: only then comparable.
+            if check and by_line == BY_LINE:
                 c, d = check_live(
                     corpus,
                     second_by[base.agnostic_weight][corpus.name],

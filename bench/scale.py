@@ -19,6 +19,9 @@ Usage:
   python bench/scale.py                        # 1k, 5k, 20k, 50k (about 20 minutes)
   python bench/scale.py --sizes 1000,5000      # quicker
   python bench/scale.py --maintenance          # also rename a folder, gc, rebuild
+  python bench/scale.py --no-embed             # text only throughout: no backlog to drain (at
+                                               # 50k the hash embedder's took ~40 minutes), and
+                                               # each catch-up below is its text pass only
   python bench/scale.py --replay 400           # also: the first 400 commits of tldr's history,
                                                # catch-up time per 100 commits
   python bench/scale.py --sizes 1000,5000 --profile-catchup 20
@@ -273,6 +276,35 @@ def print_profile(sizes: list[int], profiles: dict[int, tuple[dict, dict]]) -> N
         print(f"| {f} | " + " | ".join(f"{ms(n, f):.1f}" for n in sizes) + " |")
 
 
+TOP_STATEMENTS: dict[str, dict[int, list[str]]] = {}  # step -> size -> its costliest
+
+
+def statements_of(conn, step: str, n: int, fn: Callable[[], object]) -> float:  # noqa: ANN001
+    """`fn`'s time; with pg_stat_statements loaded (--profile-catchup), also its five costliest
+    statements (total time, calls, blocks), kept to print at the end: what grows with the
+    vault in a maintenance path."""
+    loaded = conn.execute(
+        "SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'"
+    ).fetchone()
+    if loaded:
+        conn.execute("SELECT pg_stat_statements_reset()")
+    seconds = timed(fn)
+    if loaded:
+        rows = conn.execute(
+            "SELECT toplevel, query, calls, shared_blks_hit + shared_blks_read AS blocks,"
+            " rows, total_exec_time FROM pg_stat_statements"
+            " WHERE query NOT LIKE '%%pg_stat_statements%%'"
+            " ORDER BY total_exec_time DESC LIMIT 5"
+        ).fetchall()
+        TOP_STATEMENTS.setdefault(step, {})[n] = [
+            f"{r['total_exec_time'] / 1000:.1f} s, {r['calls']} calls, {r['blocks']} blocks,"
+            f" {r['rows']} rows: {'' if r['toplevel'] else '(nested) '}"
+            + " ".join(r["query"].split())[:160]
+            for r in rows
+        ]
+    return seconds
+
+
 def timed(fn: Callable[[], object]) -> float:
     t = time.perf_counter()
     fn()
@@ -280,7 +312,7 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def measure(
-    work: Path, n: int, words: Words, maintenance: bool, profile: int = 0
+    work: Path, n: int, words: Words, maintenance: bool, profile: int = 0, embed: bool = True
 ) -> dict[str, float]:
     from vaultmem.config import load_settings
     from vaultmem.embed import get_embedder
@@ -297,13 +329,14 @@ def measure(
     total_notes = n + 600 + 1000
     out: dict[str, float] = {}
 
-    def catch_up(embed: bool = True) -> None:
+    def catch_up(embed: bool = embed) -> None:
         assert ingest.catch_up(settings, root, embed=embed, wait=True) is not None
 
     out["build notes/s"] = total_notes / timed(lambda: catch_up(embed=False))
-    # The vectors too (the hash test embedder: no model cost), so that each edit below is a
-    # commit's whole catch-up, text and embedding, with an empty backlog as a user's would be.
-    out["embed backlog s"] = timed(lambda: ingest.catch_up(settings, root, embed=True, wait=True))
+    if embed:
+        # The vectors too (the hash test embedder: no model cost), so that each edit below is a
+        # commit's whole catch-up, text and embedding, with an empty backlog as a user's is.
+        out["embed backlog s"] = timed(lambda: catch_up(embed=True))
 
     with db.connect(settings) as conn:
         conn.autocommit = True
@@ -347,14 +380,16 @@ def measure(
         if maintenance:
             git(root, "mv", "moving", "moved")
             git(root, "commit", "-q", "-m", "rename a folder of 1,000 notes")
-            out["rename 1,000-note folder s"] = timed(catch_up)
+            out["rename 1,000-note folder s"] = statements_of(conn, "rename", n, catch_up)
             from vaultmem import store
 
-            out["gc s"] = timed(lambda: store.collect_garbage(conn))
-            out["rebuild notes/s"] = (total_notes - 600) / timed(
-                lambda: ingest.rebuild(settings, root, embed=False)
+            out["gc s"] = statements_of(conn, "gc", n, lambda: store.collect_garbage(conn))
+            out["rebuild notes/s"] = (total_notes - 600) / statements_of(
+                conn, "rebuild", n, lambda: ingest.rebuild(settings, root, embed=False)
             )
-        out["purge s"] = timed(lambda: (db.delete_vault(conn, root), conn.commit()))
+        out["purge s"] = statements_of(
+            conn, "purge", n, lambda: (db.delete_vault(conn, root), conn.commit())
+        )
     shutil.rmtree(root, ignore_errors=True)
     return out
 
@@ -386,6 +421,7 @@ def main() -> None:
     ap.add_argument("--maintenance", action="store_true")
     ap.add_argument("--replay", type=int, default=0, metavar="N")
     ap.add_argument("--profile-catchup", type=int, default=0, metavar="N")
+    ap.add_argument("--no-embed", action="store_true")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -398,14 +434,19 @@ def main() -> None:
         enable_statement_stats(Path(os.environ["VAULTMEM_HOME"]))
     load = os.getloadavg()[0]
     print(f"load average at start: {load:.2f} on {os.cpu_count()} cores", flush=True)
+    print(f"vectors: {'none (--no-embed)' if args.no_embed else 'the hash test embedder'}")
     results: dict[int, dict[str, float]] = {}
     try:
         words = Words()
         for n in sizes:
-            results[n] = measure(work, n, words, args.maintenance, args.profile_catchup)
+            results[n] = measure(
+                work, n, words, args.maintenance, args.profile_catchup, embed=not args.no_embed
+            )
             # Each size's figures as soon as it is measured (the table comes at the end).
             print(
-                f"  {n}: " + json.dumps({k: round(v, 2) for k, v in results[n].items()}), flush=True
+                f"  {n} (load {os.getloadavg()[0]:.2f}): "
+                + json.dumps({k: round(v, 2) for k, v in results[n].items()}),
+                flush=True,
             )
         base = results[sizes[0]]
         print("\n| measure | " + " | ".join(f"{n:,} notes" for n in sizes) + " |")
@@ -423,6 +464,10 @@ def main() -> None:
             print(f"| {key} | " + " | ".join(cells) + " |")
         if PROFILES:
             print_profile(sizes, PROFILES)
+        for step, by_size in TOP_STATEMENTS.items():
+            print(f"\n### {step}: its five costliest statements (pg_stat_statements)")
+            for n, lines in by_size.items():
+                print(f"- {n:,} notes:\n" + "\n".join(f"  - {line}" for line in lines))
         if args.replay:
             replay(work, args.replay)
         print(f"\nload average at end: {os.getloadavg()[0]:.2f}")

@@ -19,6 +19,7 @@ Usage:
   python bench/scale.py                        # 1k, 5k, 20k, 50k (about 20 minutes)
   python bench/scale.py --sizes 1000,5000      # quicker
   python bench/scale.py --maintenance          # also rename a folder, gc, rebuild
+  python bench/scale.py --maintenance --rebuild-max 20000   # no rebuild above 20k notes
   python bench/scale.py --no-embed             # text only throughout: no backlog to drain (at
                                                # 50k the hash embedder's took ~40 minutes), and
                                                # each catch-up below is its text pass only
@@ -312,7 +313,13 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def measure(
-    work: Path, n: int, words: Words, maintenance: bool, profile: int = 0, embed: bool = True
+    work: Path,
+    n: int,
+    words: Words,
+    maintenance: bool,
+    profile: int = 0,
+    embed: bool = True,
+    rebuild_max: int = 10**9,
 ) -> dict[str, float]:
     from vaultmem.config import load_settings
     from vaultmem.embed import get_embedder
@@ -384,9 +391,10 @@ def measure(
             from vaultmem import store
 
             out["gc s"] = statements_of(conn, "gc", n, lambda: store.collect_garbage(conn))
-            out["rebuild notes/s"] = (total_notes - 600) / statements_of(
-                conn, "rebuild", n, lambda: ingest.rebuild(settings, root, embed=False)
-            )
+            if n <= rebuild_max:
+                out["rebuild notes/s"] = (total_notes - 600) / statements_of(
+                    conn, "rebuild", n, lambda: ingest.rebuild(settings, root, embed=False)
+                )
         out["purge s"] = statements_of(
             conn, "purge", n, lambda: (db.delete_vault(conn, root), conn.commit())
         )
@@ -422,6 +430,7 @@ def main() -> None:
     ap.add_argument("--replay", type=int, default=0, metavar="N")
     ap.add_argument("--profile-catchup", type=int, default=0, metavar="N")
     ap.add_argument("--no-embed", action="store_true")
+    ap.add_argument("--rebuild-max", type=int, default=10**9, metavar="N")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -440,7 +449,13 @@ def main() -> None:
         words = Words()
         for n in sizes:
             results[n] = measure(
-                work, n, words, args.maintenance, args.profile_catchup, embed=not args.no_embed
+                work,
+                n,
+                words,
+                args.maintenance,
+                args.profile_catchup,
+                embed=not args.no_embed,
+                rebuild_max=args.rebuild_max,
             )
             # Each size's figures as soon as it is measured (the table comes at the end).
             print(
@@ -448,12 +463,18 @@ def main() -> None:
                 + json.dumps({k: round(v, 2) for k, v in results[n].items()}),
                 flush=True,
             )
+            for step, by_size in TOP_STATEMENTS.items():  # also at the end, all sizes together
+                if n in by_size:
+                    print(f"  {n} {step}:\n" + "\n".join(f"    {x}" for x in by_size[n]))
         base = results[sizes[0]]
         print("\n| measure | " + " | ".join(f"{n:,} notes" for n in sizes) + " |")
         print("|---|" + "---|" * len(sizes))
         for key in base:
             cells = []
             for n in sizes:
+                if key not in results[n]:  # a rebuild skipped above --rebuild-max
+                    cells.append("-")
+                    continue
                 v = results[n][key]
                 ratio = (
                     f" ({v / base[key]:.2f}x)"

@@ -3,9 +3,10 @@
 Each vault is generated (varied words drawn from a Zipf law over a 60,000-word vocabulary, notes
 of one to a dozen sections, one note in 500 a big one of 100+ chunks) and committed to git; then,
 it measures:
-  - the full build, text only (`--no-embed`, notes/s), then the backlog's vectors from the
-    hash test embedder (no model cost);
-  - after that, every catch-up below embeds what it changes, as a commit's would;
+  - the full build, text only (notes/s and chunks/s), then the backlog's vectors from the
+    hash test embedder (no model cost; not with `--no-embed`);
+  - after that, every catch-up below embeds what it changes, as a commit's would (text only
+    with `--no-embed`);
   - a one-note edit's catch-up (median of several commits);
   - a commit deleting 300 notes whose first (in diff order) is a big note, and one without;
   - `verify` and `verify --deep`;
@@ -16,7 +17,10 @@ it measures:
 Each figure is printed with its ratio to the smallest vault's.
 
 Usage:
-  python bench/scale.py                        # 1k, 5k, 20k, 50k (about 20 minutes)
+  python bench/scale.py                        # 1k, 5k, 20k, 50k, with vectors (an hour and
+                                               # more: the hash embedder's 50k backlog)
+  python bench/scale.py --no-embed --maintenance --rebuild-max 20000 --profile-catchup 3
+                                               # issue 42's figures, text only (~30 minutes)
   python bench/scale.py --sizes 1000,5000      # quicker
   python bench/scale.py --maintenance          # also rename a folder, gc, rebuild
   python bench/scale.py --maintenance --rebuild-max 20000   # no rebuild above 20k notes

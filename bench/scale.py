@@ -3,9 +3,10 @@
 Each vault is generated (varied words drawn from a Zipf law over a 60,000-word vocabulary, notes
 of one to a dozen sections, one note in 500 a big one of 100+ chunks) and committed to git; then,
 it measures:
-  - the full build, text only (`--no-embed`, notes/s), then the backlog's vectors from the
-    hash test embedder (no model cost);
-  - after that, every catch-up below embeds what it changes, as a commit's would;
+  - the full build, text only (notes/s and chunks/s), then the backlog's vectors from the
+    hash test embedder (no model cost; not with `--no-embed`);
+  - after that, every catch-up below embeds what it changes, as a commit's would (text only
+    with `--no-embed`);
   - a one-note edit's catch-up (median of several commits);
   - a commit deleting 300 notes whose first (in diff order) is a big note, and one without;
   - `verify` and `verify --deep`;
@@ -16,9 +17,16 @@ it measures:
 Each figure is printed with its ratio to the smallest vault's.
 
 Usage:
-  python bench/scale.py                        # 1k, 5k, 20k, 50k (about 20 minutes)
+  python bench/scale.py                        # 1k, 5k, 20k, 50k, with vectors (an hour and
+                                               # more: the hash embedder's 50k backlog)
+  python bench/scale.py --no-embed --maintenance --rebuild-max 20000 --profile-catchup 3
+                                               # issue 42's figures, text only (~30 minutes)
   python bench/scale.py --sizes 1000,5000      # quicker
   python bench/scale.py --maintenance          # also rename a folder, gc, rebuild
+  python bench/scale.py --maintenance --rebuild-max 20000   # no rebuild above 20k notes
+  python bench/scale.py --no-embed             # text only throughout: no backlog to drain (at
+                                               # 50k the hash embedder's took ~40 minutes), and
+                                               # each catch-up below is its text pass only
   python bench/scale.py --replay 400           # also: the first 400 commits of tldr's history,
                                                # catch-up time per 100 commits
   python bench/scale.py --sizes 1000,5000 --profile-catchup 20
@@ -177,6 +185,18 @@ def enable_statement_stats(home: Path) -> None:
     server.start(home)
 
 
+def chunks_of(settings, root: Path) -> int:  # noqa: ANN001
+    from vaultmem.store import db
+
+    with db.connect(settings) as conn:
+        vault = db.find_vault(conn, root)
+        assert vault is not None
+        row = conn.execute(
+            "SELECT count(*) AS n FROM memory_primary WHERE vault_id = %s", (vault.id,)
+        ).fetchone()
+        return int(row["n"])
+
+
 def edit_one(root: Path, words: Words, i: int, n: int) -> None:
     """Append a sentence to one of the `n` notes (the `i`th edit) and commit it."""
     k = ((i * 13) % 100 + 100 * i) % n
@@ -273,6 +293,35 @@ def print_profile(sizes: list[int], profiles: dict[int, tuple[dict, dict]]) -> N
         print(f"| {f} | " + " | ".join(f"{ms(n, f):.1f}" for n in sizes) + " |")
 
 
+TOP_STATEMENTS: dict[str, dict[int, list[str]]] = {}  # step -> size -> its costliest
+
+
+def statements_of(conn, step: str, n: int, fn: Callable[[], object]) -> float:  # noqa: ANN001
+    """`fn`'s time; with pg_stat_statements loaded (--profile-catchup), also its five costliest
+    statements (total time, calls, blocks), kept to print at the end: what grows with the
+    vault in a maintenance path."""
+    loaded = conn.execute(
+        "SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'"
+    ).fetchone()
+    if loaded:
+        conn.execute("SELECT pg_stat_statements_reset()")
+    seconds = timed(fn)
+    if loaded:
+        rows = conn.execute(
+            "SELECT toplevel, query, calls, shared_blks_hit + shared_blks_read AS blocks,"
+            " rows, total_exec_time FROM pg_stat_statements"
+            " WHERE query NOT LIKE '%%pg_stat_statements%%'"
+            " ORDER BY total_exec_time DESC LIMIT 5"
+        ).fetchall()
+        TOP_STATEMENTS.setdefault(step, {})[n] = [
+            f"{r['total_exec_time'] / 1000:.1f} s, {r['calls']} calls, {r['blocks']} blocks,"
+            f" {r['rows']} rows: {'' if r['toplevel'] else '(nested) '}"
+            + " ".join(r["query"].split())[:160]
+            for r in rows
+        ]
+    return seconds
+
+
 def timed(fn: Callable[[], object]) -> float:
     t = time.perf_counter()
     fn()
@@ -280,7 +329,13 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def measure(
-    work: Path, n: int, words: Words, maintenance: bool, profile: int = 0
+    work: Path,
+    n: int,
+    words: Words,
+    maintenance: bool,
+    profile: int = 0,
+    embed: bool = True,
+    rebuild_max: int = 10**9,
 ) -> dict[str, float]:
     from vaultmem.config import load_settings
     from vaultmem.embed import get_embedder
@@ -297,13 +352,18 @@ def measure(
     total_notes = n + 600 + 1000
     out: dict[str, float] = {}
 
-    def catch_up(embed: bool = True) -> None:
+    def catch_up(embed: bool = embed) -> None:
         assert ingest.catch_up(settings, root, embed=embed, wait=True) is not None
 
-    out["build notes/s"] = total_notes / timed(lambda: catch_up(embed=False))
-    # The vectors too (the hash test embedder: no model cost), so that each edit below is a
-    # commit's whole catch-up, text and embedding, with an empty backlog as a user's would be.
-    out["embed backlog s"] = timed(lambda: ingest.catch_up(settings, root, embed=True, wait=True))
+    build = timed(lambda: catch_up(embed=False))
+    out["build notes/s"] = total_notes / build
+    # Per chunk too: the 1,600 notes every size adds (to delete, to rename) are small, so the
+    # smaller vaults' notes are lighter (3.0 chunks a note at 1k, 4.8 at 50k).
+    out["build chunks/s"] = chunks_of(settings, root) / build
+    if embed:
+        # The vectors too (the hash test embedder: no model cost), so that each edit below is a
+        # commit's whole catch-up, text and embedding, with an empty backlog as a user's is.
+        out["embed backlog s"] = timed(lambda: catch_up(embed=True))
 
     with db.connect(settings) as conn:
         conn.autocommit = True
@@ -347,14 +407,19 @@ def measure(
         if maintenance:
             git(root, "mv", "moving", "moved")
             git(root, "commit", "-q", "-m", "rename a folder of 1,000 notes")
-            out["rename 1,000-note folder s"] = timed(catch_up)
+            out["rename 1,000-note folder s"] = statements_of(conn, "rename", n, catch_up)
             from vaultmem import store
 
-            out["gc s"] = timed(lambda: store.collect_garbage(conn))
-            out["rebuild notes/s"] = (total_notes - 600) / timed(
-                lambda: ingest.rebuild(settings, root, embed=False)
-            )
-        out["purge s"] = timed(lambda: (db.delete_vault(conn, root), conn.commit()))
+            out["gc s"] = statements_of(conn, "gc", n, lambda: store.collect_garbage(conn))
+            if n <= rebuild_max:
+                seconds = statements_of(
+                    conn, "rebuild", n, lambda: ingest.rebuild(settings, root, embed=False)
+                )
+                out["rebuild notes/s"] = (total_notes - 600) / seconds
+                out["rebuild chunks/s"] = chunks_of(settings, root) / seconds
+        out["purge s"] = statements_of(
+            conn, "purge", n, lambda: (db.delete_vault(conn, root), conn.commit())
+        )
     shutil.rmtree(root, ignore_errors=True)
     return out
 
@@ -386,6 +451,8 @@ def main() -> None:
     ap.add_argument("--maintenance", action="store_true")
     ap.add_argument("--replay", type=int, default=0, metavar="N")
     ap.add_argument("--profile-catchup", type=int, default=0, metavar="N")
+    ap.add_argument("--no-embed", action="store_true")
+    ap.add_argument("--rebuild-max", type=int, default=10**9, metavar="N")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -398,21 +465,38 @@ def main() -> None:
         enable_statement_stats(Path(os.environ["VAULTMEM_HOME"]))
     load = os.getloadavg()[0]
     print(f"load average at start: {load:.2f} on {os.cpu_count()} cores", flush=True)
+    print(f"vectors: {'none (--no-embed)' if args.no_embed else 'the hash test embedder'}")
     results: dict[int, dict[str, float]] = {}
     try:
         words = Words()
         for n in sizes:
-            results[n] = measure(work, n, words, args.maintenance, args.profile_catchup)
+            results[n] = measure(
+                work,
+                n,
+                words,
+                args.maintenance,
+                args.profile_catchup,
+                embed=not args.no_embed,
+                rebuild_max=args.rebuild_max,
+            )
             # Each size's figures as soon as it is measured (the table comes at the end).
             print(
-                f"  {n}: " + json.dumps({k: round(v, 2) for k, v in results[n].items()}), flush=True
+                f"  {n} (load {os.getloadavg()[0]:.2f}): "
+                + json.dumps({k: round(v, 2) for k, v in results[n].items()}),
+                flush=True,
             )
+            for step, by_size in TOP_STATEMENTS.items():  # also at the end, all sizes together
+                if n in by_size:
+                    print(f"  {n} {step}:\n" + "\n".join(f"    {x}" for x in by_size[n]))
         base = results[sizes[0]]
         print("\n| measure | " + " | ".join(f"{n:,} notes" for n in sizes) + " |")
         print("|---|" + "---|" * len(sizes))
         for key in base:
             cells = []
             for n in sizes:
+                if key not in results[n]:  # a rebuild skipped above --rebuild-max
+                    cells.append("-")
+                    continue
                 v = results[n][key]
                 ratio = (
                     f" ({v / base[key]:.2f}x)"
@@ -423,6 +507,10 @@ def main() -> None:
             print(f"| {key} | " + " | ".join(cells) + " |")
         if PROFILES:
             print_profile(sizes, PROFILES)
+        for step, by_size in TOP_STATEMENTS.items():
+            print(f"\n### {step}: its five costliest statements (pg_stat_statements)")
+            for n, lines in by_size.items():
+                print(f"- {n:,} notes:\n" + "\n".join(f"  - {line}" for line in lines))
         if args.replay:
             replay(work, args.replay)
         print(f"\nload average at end: {os.getloadavg()[0]:.2f}")

@@ -9,12 +9,13 @@ from __future__ import annotations
 import time
 
 import psycopg
+import pytest
 from support.indexing import fresh_build_snapshot, index, snapshot
 
 from vaultmem.config import load_settings
 from vaultmem.embed import HashEmbedder
 from vaultmem.index import ingest
-from vaultmem.store import db
+from vaultmem.store import db, vector_cache
 
 WATCHED = ("memory_lexicon", "memory_primary", "embedding_cache")
 
@@ -61,43 +62,98 @@ def _small_commit(vault, n: int) -> None:  # noqa: ANN001
     vault.commit("a small commit")
 
 
+@pytest.mark.parametrize("embed", [True, False], ids=["text and vectors", "text only"])
 def test_a_small_commits_catch_up_reads_the_same_rows_in_a_vault_six_times_larger(
-    conn, vault, monkeypatch
+    conn, vault, monkeypatch, embed
 ) -> None:
     # With sequential scans priced out, the planner takes one only where no index could serve
     # the statement; and the rows a catch-up reads of a small commit must not grow with the
-    # vault. Before, the cache fill and the backlog count read every chunk of the vault.
+    # vault. Before, the cache fill and the backlog count read every chunk of the vault; and
+    # in a text-only vault, the model's dimension (`embedding IS NOT NULL LIMIT 1`, asked once
+    # per catch-up) read every chunk looking for a vector.
     def notes(first: int, last: int) -> None:
         for i in range(first, last):
             vault.write(
                 f"notes/n{i:03d}.md", f"# Note {i}\n\n{_prose(i)}\n\n## More\n\n{_prose(i + 1)}\n"
             )
 
+    def backlog() -> int:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM memory_primary p JOIN vaults v ON v.id = p.vault_id"
+            " WHERE v.root = %s AND p.embedding IS NULL",
+            (str(vault.root),),
+        ).fetchone()
+        conn.commit()
+        return int(row["n"])
+
     notes(0, 40)
     vault.commit("forty notes")
-    index(vault.root)  # text and vectors (the hash test embedder)
+    index(vault.root, embed=embed)  # vectors: the hash test embedder's
     monkeypatch.setenv("PGOPTIONS", "-c enable_seqscan=off")
     _small_commit(vault, 7)
-    small = _cost_of(conn, lambda: index(vault.root))
+    small = _cost_of(conn, lambda: index(vault.root, embed=embed))
+    small_backlog = backlog()
 
     notes(40, 240)
     vault.commit("two hundred more")
-    index(vault.root)
+    index(vault.root, embed=embed)
     _small_commit(vault, 17)
-    large = _cost_of(conn, lambda: index(vault.root))
+    large = _cost_of(conn, lambda: index(vault.root, embed=embed))
+    large_backlog = backlog()
 
     assert {t: small[t] + large[t] for t in WATCHED} == {t: 0 for t in WATCHED}
+    # Text only, the summary counts the backlog (every chunk: what `init` says the vectors
+    # still need), one index entry each; nothing else may read more in the larger vault.
+    grown = large_backlog - small_backlog
+    assert (grown == 0) if embed else (grown > 300)
     for t in WATCHED:
-        assert large[t + " rows"] <= small[t + " rows"] + 10, (t, small, large)
+        allowed = small[t + " rows"] + 10 + (grown if t == "memory_primary" else 0)
+        assert large[t + " rows"] <= allowed, (t, small, large)
+
+
+def _reads_of_chunks(conn: psycopg.Connection) -> tuple[int, int]:
+    """Sequential and index scans of memory_primary in this connection's transaction so far."""
+    row = conn.execute(
+        "SELECT seq_scan, coalesce(idx_scan, 0) AS idx FROM pg_stat_xact_user_tables"
+        " WHERE relname = 'memory_primary'"
+    ).fetchone()
+    return int(row["seq_scan"]), int(row["idx"])
+
+
+def test_the_models_dimension_comes_from_its_vector_index_not_from_the_chunks(conn, vault) -> None:
+    # Every catch-up that embeds asks the model's dimension. Read from the chunks (`embedding
+    # IS NOT NULL LIMIT 1`), the planner's choice at 5,000+ notes was a sequential scan of
+    # memory_primary, stopping at the first vector: per catch-up, and past every other
+    # vault's rows first in a shared database. The model's HNSW index fixes the dimension.
+    for i in range(4):
+        vault.write(f"n{i}.md", f"# N{i}\n\n{_prose(i)}\n")
+    vault.commit("four notes")
+    index(vault.root)
     v = db.find_vault(conn, vault.root)
     assert v is not None
-    assert (
-        conn.execute(
-            "SELECT count(*) AS n FROM memory_primary WHERE vault_id = %s AND embedding IS NULL",
-            (v.id,),
-        ).fetchone()["n"]
-        == 0
-    )
+    model = HashEmbedder().model_id
+    held = conn.execute(
+        "SELECT DISTINCT vector_dims(embedding) AS d FROM memory_primary WHERE vault_id = %s",
+        (v.id,),
+    ).fetchall()
+    conn.commit()
+    assert [r["d"] for r in held] == [HashEmbedder().dimension]
+
+    with conn.transaction():
+        before = _reads_of_chunks(conn)
+        assert vector_cache.index_dimension(conn, model) == HashEmbedder().dimension
+        assert _reads_of_chunks(conn) == before  # not one read of the chunks' table
+
+    # Without the index (a model's first run, a text-only vault) there is none, and nothing
+    # is read to find that out either (the old query read the whole vault when it held no
+    # vector).
+    with conn.transaction():
+        conn.execute(f"DROP INDEX {db.hnsw_index_name(model)}")
+        before = _reads_of_chunks(conn)
+        assert vector_cache.index_dimension(conn, model) is None
+        assert vector_cache.index_dimension(conn, "another:model") is None
+        assert _reads_of_chunks(conn) == before
+        raise psycopg.Rollback
 
 
 def test_a_big_note_deleted_first_leaves_later_deletes_their_own_plan(conn, vault) -> None:

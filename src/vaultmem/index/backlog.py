@@ -85,9 +85,7 @@ def embed_claimed(
 
         # The model's dimension, as the index already holds it (asking the embedder could cost
         # a model call): cached entries of another dimension are passed over.
-        dimension = known_dimension or vector_cache.index_dimension(
-            conn, model_id, sorted({c.vault_id for c in claimed})
-        )
+        dimension = known_dimension or vector_cache.index_dimension(conn, model_id)
         mine = claims.lock_texts(conn, model_id, list(texts))
         if dimension is None and vector_cache.cached_vectors(conn, model_id, mine):
             dimension = model().dimension  # entries to judge, and no vector to judge them by

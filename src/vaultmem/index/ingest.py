@@ -148,9 +148,7 @@ class Ingester:
         once: asking the embedder could cost a model call. Cached entries of another are
         passed over."""
         if not self._dimension_read:  # once a run, found or not: never a scan per file
-            self._dimension = vector_cache.index_dimension(
-                self.conn, self.embedder.model_id, [self.vault.id]
-            )
+            self._dimension = vector_cache.index_dimension(self.conn, self.embedder.model_id)
             self._dimension_read = True
         return self._dimension
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .db import Conn
+from .db import Conn, hnsw_index_name
 
 __all__ = [
     "cached_embeddings",
@@ -74,17 +74,20 @@ def cached_embeddings(
     return {r["content_hash"]: _array(r["embedding"]) for r in rows}
 
 
-def index_dimension(conn: Conn, model_id: str, vault_ids: Sequence[int]) -> int | None:
-    """The dimension of the `model_id` vectors the vaults' chunks already hold (None: none
-    yet). Only vectors from entries the chunks' vaults trust ever reach a chunk. Read within
-    the given vaults (their key's index), never across the whole table: a catch-up's cost
-    follows its vault."""
+def index_dimension(conn: Conn, model_id: str) -> int | None:
+    """The dimension of the `model_id` vectors chunks hold or will hold: the one the model's
+    HNSW index fixes (its cast refuses a vector of another dimension in a row of that model),
+    read from the index's definition, a catalog lookup. None before the index exists (a
+    model's first run makes it, from the embedder's dimension). Asked once per catch-up: read
+    from the chunks (`embedding IS NOT NULL LIMIT 1`) it was a sequential scan of
+    memory_primary each time, of the whole vault while it had no vector (text only), and past
+    other vaults' rows in a shared database (every vault's vectors of a model share its
+    index)."""
     row = conn.execute(
-        "SELECT vector_dims(embedding) AS d FROM memory_primary"
-        " WHERE vault_id = ANY(%s) AND model_id = %s AND embedding IS NOT NULL LIMIT 1",
-        (list(vault_ids), model_id),
+        "SELECT substring(pg_get_indexdef(to_regclass(%s)) FROM 'vector\\((\\d+)\\)') AS d",
+        (hnsw_index_name(model_id),),
     ).fetchone()
-    return int(row["d"]) if row else None
+    return int(row["d"]) if row and row["d"] else None
 
 
 def misfit_entries(conn: Conn, vault_id: int, model_id: str, dimension: int) -> int:

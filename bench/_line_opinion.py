@@ -27,17 +27,13 @@ from typing import Any
 import numpy as np
 from _corpora import bench_dir
 
+from vaultmem.embed.second_opinion import opinion_lines
+
 MODES = ("max", "chunkmax")
 # The judged window and its neighbours (`relevance.PROMPT_WINDOW` * 2: what rows_of reads)
 JUDGED = 10
-# A line shorter than this says nothing on its own (a "---", a list bullet).
-MIN_LINE = 3
-# At most this many lines a chunk (a chunk of one-word lines is a list, not prose).
-MAX_LINES = 80
-
-
-def lines_of(text: str) -> list[str]:
-    return [ln.strip() for ln in text.split("\n") if len(ln.strip()) >= MIN_LINE][:MAX_LINES]
+# The product's definition of a chunk's lines, so the probe's calibration applies to it.
+lines_of = opinion_lines
 
 
 class LineVectors:

@@ -56,8 +56,7 @@ def retire_agnostic(conn: Conn, vault_id: int, model_id: str) -> None:
 def missing_agnostic(conn: Conn, vault_id: int, model_id: str) -> list[str]:
     """The content hashes of the vault's chunks that have no second-opinion vector from
     `model_id` on their row yet, or not their lines' (each once, in path order), if this role
-    may write the vault
-    (another's shared vault is filled by its owner's ingester)."""
+    may write the vault (another's shared vault is filled by its owner's ingester)."""
     rows = conn.execute(
         """
         SELECT content_hash FROM (
@@ -128,7 +127,8 @@ def _unfilled(conn: Conn, vault_id: int, hashes: Sequence[str], column: str) -> 
     if not hashes:
         return set()
     rows = conn.execute(
-        "SELECT DISTINCT content_hash FROM memory_primary"  # noqa: S608 - a column of ours
+        # `column` is one of this module's two names, never input
+        "SELECT DISTINCT content_hash FROM memory_primary"
         f" WHERE vault_id = %s AND content_hash = ANY(%s) AND {column} IS NULL",
         (vault_id, list(hashes)),
     ).fetchall()
@@ -160,16 +160,17 @@ def line_vectors(
     chunk index) that hold them from `model_id`, in one query; a chunk without is absent."""
     if not chunks:
         return {}
-    rows = conn.execute(
+    cur = conn.execute(
         "SELECT p.path, p.chunk_index, p.agnostic_lines FROM memory_primary p"
         " JOIN unnest(%s::text[], %s::int[]) AS c(path, chunk_index)"
         " ON p.path = c.path AND p.chunk_index = c.chunk_index"
         " WHERE p.vault_id = %s AND p.agnostic_model_id = %s AND p.agnostic_lines IS NOT NULL",
         ([c[0] for c in chunks], [c[1] for c in chunks], vault_id, model_id),
-    ).fetchall()
+    )
     out: dict[tuple[str, int], np.ndarray] = {}
-    for r in rows:
-        flat = np.frombuffer(bytes(r["agnostic_lines"]), dtype=np.float16)
+    # A search's connection may have any row factory (a bench's plain one): read by position.
+    for path, chunk_index, blob in (tuple(r.values()) if isinstance(r, dict) else r for r in cur):
+        flat = np.frombuffer(bytes(blob), dtype=np.float16)
         if flat.size % dimension == 0:  # else not this model's: read as not filled
-            out[(r["path"], r["chunk_index"])] = flat.reshape(-1, dimension).astype(np.float32)
+            out[(path, chunk_index)] = flat.reshape(-1, dimension).astype(np.float32)
     return out

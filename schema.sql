@@ -90,8 +90,16 @@ CREATE INDEX IF NOT EXISTS memory_primary_hash ON memory_primary (content_hash);
 -- vector of the vault: ~8 ms a prompt per 1,000 chunks).
 ALTER TABLE memory_primary ADD COLUMN IF NOT EXISTS agnostic vector;
 ALTER TABLE memory_primary ADD COLUMN IF NOT EXISTS agnostic_model_id text;
-CREATE INDEX IF NOT EXISTS memory_primary_agnostic_backlog ON memory_primary (vault_id)
-    WHERE agnostic IS NULL;
+-- The same model's vector of each of the chunk's lines (`embed.second_opinion.opinion_lines`),
+-- a float16 row-major matrix (lines x dimension) in the lines' order, NULL until filled. The
+-- model was trained on sentences: in a long chunk's one vector the line that answers drowns,
+-- so a search reads the judged hits' lines too (search/second_opinion.py).
+ALTER TABLE memory_primary ADD COLUMN IF NOT EXISTS agnostic_lines bytea;
+-- The fill's backlog: a chunk without its vector or its lines' (the first version's index
+-- found only the former).
+DROP INDEX IF EXISTS memory_primary_agnostic_backlog;
+CREATE INDEX IF NOT EXISTS memory_primary_opinion_backlog ON memory_primary (vault_id)
+    WHERE agnostic IS NULL OR agnostic_lines IS NULL;
 
 -- Each line of a chunk's text: its line in the file (0 for a line the chunker added), so a
 -- delivered passage names the lines it holds and the agent can read around them with `get`.

@@ -10,9 +10,10 @@ questions (the chunk: 5 %).
 The probe gives each judged hit of a warm dump (`_devset.load_or_dump_warm`), before the gate
 reads it, the best cosine of its lines (`max`), or the larger of that and the chunk's own
 (`chunkmax`); the warm calibration is then refitted leave-one-corpus-out as usual. Only the
-signals change: the second opinion's candidate list stays the chunks'. What it would cost the
-product: a vector per line kept beside the chunk's (the fill embeds ~1.5 ms a line), and the
-judged window's line vectors read per prompt.
+signals change: the second opinion's candidate list stays the chunks'. The product reads it
+as `chunkmax` does (`search.retrieval.by_line`, with the lines `opinion_lines` defines, so a
+calibration fitted here applies to it): a vector per line kept beside the chunk's (the fill
+embeds ~1.5 ms a line), and the judged window's line vectors read per prompt.
 
 Line vectors are cached under VAULTMEM_BENCH_DIR by text.
 """
@@ -27,17 +28,13 @@ from typing import Any
 import numpy as np
 from _corpora import bench_dir
 
+from vaultmem.embed.second_opinion import opinion_lines
+
 MODES = ("max", "chunkmax")
 # The judged window and its neighbours (`relevance.PROMPT_WINDOW` * 2: what rows_of reads)
 JUDGED = 10
-# A line shorter than this says nothing on its own (a "---", a list bullet).
-MIN_LINE = 3
-# At most this many lines a chunk (a chunk of one-word lines is a list, not prose).
-MAX_LINES = 80
-
-
-def lines_of(text: str) -> list[str]:
-    return [ln.strip() for ln in text.split("\n") if len(ln.strip()) >= MIN_LINE][:MAX_LINES]
+# The product's definition of a chunk's lines, so the probe's calibration applies to it.
+lines_of = opinion_lines
 
 
 class LineVectors:

@@ -22,6 +22,7 @@ from test_relevance_gate import DEV_VAULT, _delivered, _indexed
 from vaultmem.agent import injections, warm
 from vaultmem.cli import cli
 from vaultmem.config import load_settings, user_home
+from vaultmem.embed.second_opinion import opinion_lines
 from vaultmem.search import (
     Fusion,
     QueryStats,
@@ -193,10 +194,12 @@ def test_a_search_never_waits_for_a_chunk_vector_it_judges_without_and_wakes_the
         assert {v.calibration for v in after} == {profile.second_calibration}
         judged = [v.hit for v in after[:5]]
         # each judged hit's cosine is the model's, between the prompt and the chunk as embedded
+        # or its best line (`opinion_lines`, stored as float16), whichever is closer
         q = opinion.embedder.embed_query(QUESTION)
         for h in judged:
             v = opinion.embedder.embed_documents([embedding_input(h.heading, h.text)])[0]
-            assert h.agnostic == pytest.approx(float(v @ q), abs=1e-4)
+            lines = opinion.embedder.embed_documents(opinion_lines(h.text)) @ q
+            assert h.agnostic == pytest.approx(max(float(v @ q), *lines), abs=2e-3)
 
 
 def test_the_second_opinion_adds_its_own_list_and_a_cosine_for_every_candidate(
@@ -374,7 +377,10 @@ def test_a_fill_embeds_every_chunk_once_and_stops_when_told(
         assert counting.fill(conn, vault.id, go_on=lambda: False) == 0
         assert agnostic_vectors.missing_agnostic(conn, vault.id, USE) == missing
         assert counting.fill(conn, vault.id, go_on=lambda: True) >= len(missing)
-        assert counting.embedded == len(missing)
+        inputs = agnostic_vectors.chunk_inputs(conn, vault.id, missing)
+        # each chunk once, and each of its lines once (`opinion_lines`)
+        embedded = len(missing) + sum(len(opinion_lines(t)) for _, t in inputs.values())
+        assert counting.embedded == embedded
         assert agnostic_vectors.missing_agnostic(conn, vault.id, USE) == []
         # the candidate list searches them through an HNSW index of their own
         index = conn.execute(
@@ -399,7 +405,7 @@ def test_a_fill_embeds_every_chunk_once_and_stops_when_told(
         conn.execute("UPDATE memory_primary SET agnostic = NULL WHERE vault_id = %s", (vault.id,))
         conn.commit()
         assert counting.fill(conn, vault.id, go_on=lambda: True) >= len(missing)
-        assert counting.embedded == len(missing)
+        assert counting.embedded == embedded
         assert agnostic_vectors.missing_agnostic(conn, vault.id, USE) == []
 
 

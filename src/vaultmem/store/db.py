@@ -611,7 +611,9 @@ def vault_stats(conn: Conn, *, installation: str | None = None) -> list[dict[str
                  WHERE p.vault_id = v.id
                    AND p.embedding IS NULL) AS backlog,
                (SELECT count(*) FROM memory_primary p
-                 WHERE p.vault_id = v.id AND p.agnostic IS NULL) AS second_opinion_missing,
+                 WHERE p.vault_id = v.id
+                   AND (p.agnostic IS NULL OR p.agnostic_lines IS NULL))
+                   AS second_opinion_missing,
                (SELECT count(*) FROM memory_secure_audit a WHERE a.vault_id = v.id) AS quarantined,
                (SELECT count(*) FROM memory_skipped k WHERE k.vault_id = v.id) AS skipped
         FROM vaults v LEFT JOIN index_state s ON s.vault_id = v.id

@@ -31,8 +31,9 @@ from _corpora import bench_dir
 from vaultmem.embed.second_opinion import opinion_lines
 
 MODES = ("max", "chunkmax")
-# The judged window and its neighbours (`relevance.PROMPT_WINDOW` * 2: what rows_of reads)
-JUDGED = 10
+# The judged window, as the product reads it by line (`search.retrieval.by_line`: the first
+# max(k, PROMPT_WINDOW) hits, k = 5); the hits after it are never delivered.
+JUDGED = 5
 # The product's definition of a chunk's lines, so the probe's calibration applies to it.
 lines_of = opinion_lines
 

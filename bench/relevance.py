@@ -57,7 +57,7 @@ from vaultmem.embed import BaseEmbedder
 
 CHECK_EVERY = 25
 # How the warm path reads the second opinion's cosine (`_line_opinion`): as the product does.
-BY_LINE = "off"
+BY_LINE = "chunkmax"
 
 
 class CachedEmbedder(BaseEmbedder):

@@ -62,7 +62,8 @@ LEXICAL_CALIBRATION = Calibration(
     hit_text=2.03,
 )
 # The same fit with the second opinion's three signals (`second_opinion`: USE multilingual's
-# cosine, its lift over the judged hits, and how much closer it puts the prompt to generic
+# cosine, read by line as the product reads it (`bench/relevance.py --by-line chunkmax`, the
+# default), its lift over the judged hits, and how much closer it puts the prompt to generic
 # coding work than to the note) on searches that also had its candidate list, at the profile's
 # `agnostic_weight` and `agnostic_candidates`, for the searches of a long-lived process
 # (`bench/relevance.py --fit`, its "warm" figures).
@@ -70,22 +71,22 @@ SECOND_CALIBRATION = Calibration(
     # lift, cross, vector, lexical, coverage, unique, generic, agnostic, agnostic_lift,
     # agnostic_generic
     hit_weights=(
-        0.2495, 2.2894, 0.1191, 0.1161, 2.8187, 1.4518, -0.1134, 0.0165, 0.0772, -0.0253
+        0.2461, 2.4232, 0.1053, 0.1124, 2.2714, 1.2842, -0.1198, 0.0256, 0.0541, -0.0253
     ),
-    hit_bias=-3.216,
+    hit_bias=-3.737,
     # best, second, max_lift, max_cross, max_vector, max_lexical, max_coverage, max_unique,
     # max_generic, max_agnostic, max_agnostic_lift, max_agnostic_generic
     prompt_weights=(
-        0.514, 0.1632, 0.2241, 0.6945, -0.0105, 0.0403, 1.7783, -0.0519, -0.0208, 0.0417, 0.0089,
-        -0.0373
+        0.5429, 0.2347, 0.1986, 0.461, -0.0157, 0.0493, 0.9466, -0.1471, -0.0034, 0.0375, 0.0142,
+        -0.0341
     ),
-    prompt_bias=-2.466,
-    prompt=-1.3,
-    hit_pointer=-2.12,
-    hit_text=2.33,
+    prompt_bias=-2.479,
+    prompt=-1.45,
+    hit_pointer=-2.11,
+    hit_text=2.29,
     # Chosen on all six by `python bench/delivery.py` (no pointer-band passages: every share
     # below inf gave everyday coding prompts more text or passages than the text band alone)
-    hit_passage=2.13,
+    hit_passage=2.19,
 )
 # fmt: on
 # Tests only (the "hash" provider: hashed bags of words): a note in another script than the

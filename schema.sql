@@ -377,6 +377,14 @@ DO $$ BEGIN
                                     WHERE p.content_hash = c.content_hash)
                 RETURNING 1)
             SELECT count(*) FROM gone $body$ $f$, current_schema());
+    -- The word index's pending list merged into its tree (store.tables.flush_word_index):
+    -- until then every full-text search reads the whole list, up to gin_pending_list_limit.
+    -- Only the index's owner may merge it, and the writer that filled it must not need to be.
+    EXECUTE format($f$
+        CREATE OR REPLACE FUNCTION vaultmem_flush_word_index() RETURNS bigint
+            LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = %I, pg_temp AS $body$
+            SELECT gin_clean_pending_list(%L::regclass) $body$ $f$,
+        current_schema(), quote_ident(current_schema()) || '.memory_primary_lexemes');
     -- Whether the calling role may write vault `v` (it owns it, or is a member of its owner):
     -- a yes or no about the caller, never another vault's owner (version 8's
     -- vaultmem_vault_owner returned the owner of any vault id, which enumerated them).
@@ -573,6 +581,7 @@ DECLARE
         EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'vaultmem_member');
 BEGIN
     FOREACH f IN ARRAY ARRAY['vaultmem_prune_embedding_cache(text[])',
+                             'vaultmem_flush_word_index()',
                              'vaultmem_owns_vault(integer)',
                              'vaultmem_ensure_vector_index(text,text,integer)',
                              'vaultmem_ensure_agnostic_index(text,text,integer)'] LOOP

@@ -593,6 +593,13 @@ def _run_passes(
         # them a one-note commit's statements are planned for a table they no longer match
         # (bench/scale.py: sequential scans of the whole vault at 5,000 notes).
         store.refresh_statistics(conn)
+    if total.chunks_written:
+        try:
+            store.flush_word_index(conn)
+        except psycopg.Error as exc:
+            # Only searches' speed depends on it, and autovacuum merges the list later.
+            log.warning("full-text index not merged: %s", type(exc).__name__)
+            conn.rollback()
     _record(ing, total, started)
     conn.close()
     return total

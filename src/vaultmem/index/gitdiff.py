@@ -9,6 +9,7 @@ running hooks are removed from the child environment so they cannot point git el
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -81,16 +82,37 @@ def _check_rev(rev: str) -> None:
         raise GitError(f"invalid git revision {rev!r}: expected a commit sha")
 
 
+@functools.cache
+def _no_index() -> str:
+    """A path where no index file is, nor can be: inside a private empty directory of this
+    process (removed at exit), so no other user can put one there."""
+    kept = tempfile.TemporaryDirectory(prefix="vaultmem-no-index-")
+    _KEPT.append(kept)
+    return os.path.join(kept.name, "index")
+
+
+_KEPT: list[tempfile.TemporaryDirectory[str]] = []
+
+
 def _git(
     repo: Path,
     *args: str,
     input: bytes | None = None,
     check: bool = True,
+    trees_only: bool = False,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run `git -C repo args...` and return the completed process (bytes output)."""
+    """Run `git -C repo args...` and return the completed process (bytes output).
+
+    `trees_only`: the command compares commits and needs nothing from the staging area, so git
+    is pointed at an index file that does not exist (an empty one). diff-tree reads the index
+    at start-up although its output does not depend on it: 5 ms of its 7 for a one-file commit
+    in a 50,000-note vault (4.4 MB of index), against 2.7 ms without."""
     cmd = ["git", "-c", "core.quotepath=off", "-C", os.fspath(repo), *args]
+    env = _env()
+    if trees_only:
+        env["GIT_INDEX_FILE"] = _no_index()
     try:
-        proc = subprocess.run(cmd, input=input, capture_output=True, env=_env(), check=False)
+        proc = subprocess.run(cmd, input=input, capture_output=True, env=env, check=False)
     except FileNotFoundError as exc:
         raise GitError("git is not installed or not on PATH: install git and retry") from exc
     if check and proc.returncode != 0:
@@ -208,17 +230,17 @@ def diff_commits(
     base = empty_tree(repo) if old is None else old
     args = ["diff-tree", "-r", "-z", "--raw", "--no-ext-diff"]
     if note_extensions is None:
-        proc = _git(repo, *args, "-M", *(["-C"] if copies else []), base, new)
+        proc = _git(repo, *args, "-M", *(["-C"] if copies else []), base, new, trees_only=True)
         return parse_diff_tree(proc.stdout)
     notes = [f":(icase)*{e}" for e in note_extensions]
     others = [".", *(f":(exclude,icase)*{e}" for e in note_extensions)]
     renames = ["-M", *(["-C"] if copies else [])]
-    rest = _git(repo, *args, "--no-renames", base, new, "--", *others)
+    rest = _git(repo, *args, "--no-renames", base, new, "--", *others, trees_only=True)
     if not notes:
         return parse_diff_tree(rest.stdout)
-    proc = _git(repo, *args, *renames, base, new, "--", *notes, check=False)
+    proc = _git(repo, *args, *renames, base, new, "--", *notes, check=False, trees_only=True)
     if proc.returncode != 0:
-        proc = _git(repo, *args, "--no-renames", base, new, "--", *notes)
+        proc = _git(repo, *args, "--no-renames", base, new, "--", *notes, trees_only=True)
     return parse_diff_tree(proc.stdout) + parse_diff_tree(rest.stdout)
 
 

@@ -204,7 +204,6 @@ def indexed_vault(conn: psycopg.Connection, vault: Vault) -> Vault:
     return vault
 
 
-# The team server (tests/support/team_server.py), one per session for every file that uses it.
 @pytest.fixture(scope="session")
 def opinion() -> SecondOpinion:
     """The real second-opinion model, loaded once for the session (its load is the slow part)."""
@@ -213,6 +212,7 @@ def opinion() -> SecondOpinion:
     return found
 
 
+# The team server (tests/support/team_server.py), one per session for every file that uses it.
 @pytest.fixture(scope="session")
 def team() -> Iterator[TeamServer]:
     from support.team_server import team_server

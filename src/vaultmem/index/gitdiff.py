@@ -83,15 +83,10 @@ def _check_rev(rev: str) -> None:
 
 
 @functools.cache
-def _no_index() -> str:
-    """A path where no index file is, nor can be: inside a private empty directory of this
-    process (removed at exit), so no other user can put one there."""
-    kept = tempfile.TemporaryDirectory(prefix="vaultmem-no-index-")
-    _KEPT.append(kept)
-    return os.path.join(kept.name, "index")
-
-
-_KEPT: list[tempfile.TemporaryDirectory[str]] = []
+def _private_dir() -> tempfile.TemporaryDirectory[str]:
+    """An empty directory of this process's own (removed at exit): no other user can put a
+    file in it."""
+    return tempfile.TemporaryDirectory(prefix="vaultmem-no-index-")
 
 
 def _git(
@@ -110,7 +105,7 @@ def _git(
     cmd = ["git", "-c", "core.quotepath=off", "-C", os.fspath(repo), *args]
     env = _env()
     if trees_only:
-        env["GIT_INDEX_FILE"] = _no_index()
+        env["GIT_INDEX_FILE"] = os.path.join(_private_dir().name, "index")
     try:
         proc = subprocess.run(cmd, input=input, capture_output=True, env=env, check=False)
     except FileNotFoundError as exc:

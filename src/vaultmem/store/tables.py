@@ -285,9 +285,9 @@ def refresh_statistics(conn: Conn) -> None:
 def flush_word_index(conn: Conn) -> int:
     """Merge the full-text index's pending list (the words of chunks written since the last
     merge) into its tree, committed; the pages merged. Until then every full-text search reads
-    the whole list: up to 4 MB, 2-3 ms a search at any vault size (bench/scale.py's search
-    p50 at 1k notes 3.2 -> 1.3 ms and at 50k 3.4 -> 1.8 ms once merged). The writer that
-    filled it pays for the merge, in proportion to what it wrote."""
+    the whole list: up to 4 MB, 2-3 ms a search at any vault size (the lexical statement's p50,
+    profiled on bench/scale.py's vaults: 1k notes 3.2 -> 1.3 ms, 50k 3.4 -> 1.8 ms merged).
+    The writer that filled it pays for the merge, in proportion to what it wrote."""
     row = conn.execute("SELECT vaultmem_flush_word_index() AS n").fetchone()
     conn.commit()
     return int(row["n"]) if row else 0
